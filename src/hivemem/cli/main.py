@@ -1,0 +1,177 @@
+"""Parse, connect, one request, print. Builds the parser only for the command being run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from hivemem import __version__
+from hivemem.cli import output
+from hivemem.cli.params import convert, flag
+from hivemem.errors import HivememError, InvalidParams
+from hivemem.manifest import VERBS, Verb
+
+TOP = {
+    "serve": "Run the daemon in the foreground.",
+    "stop": "Stop the running daemon gracefully (owner).",
+    "ping": "Exit 0 if the daemon is up; never starts it.",
+    "doctor": "Check the store, its files and the daemon; never starts it.",
+    "whoami": "Who this token is: principal, label and grants.",
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises a usage error instead of exiting, so --json can report it."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InvalidParams("usage", message, usage=self.format_usage().strip())
+
+
+def command_name(verb: Verb) -> tuple[str, str]:
+    group, _, name = verb.name.rpartition(".")
+    return group, name.replace("_", "-")
+
+
+def find_verb(argv: list[str]) -> tuple[Verb | None, list[str]]:
+    """The verb `argv` names (`memory add`, `whoami`, `stop`) and the remaining args."""
+    if argv and argv[0] in ("whoami", "stop"):
+        return next(v for v in VERBS if v.name == {"whoami": "whoami", "stop": "daemon.stop"}[argv[0]]), argv[1:]
+    for verb in VERBS:
+        group, name = command_name(verb)
+        if group and argv[:2] == [group, name]:
+            return verb, argv[2:]
+    return None, argv
+
+
+def verb_parser(verb: Verb, prog: str) -> Parser:
+    parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
+    parser.add_argument("--json", action="store_true", help="print the result object as JSON")
+    for p in verb.params:
+        kw: dict[str, Any] = {"dest": p.name, "help": p.help + (" (required)" if p.required else "")}
+        if p.type == "boolean":
+            kw.update(nargs="?", const="true", metavar="true|false")
+        parser.add_argument(f"--{flag(p.name)}", **kw)
+    return parser
+
+
+def run_verb(verb: Verb, args: list[str]) -> int:
+    group, name = command_name(verb)
+    parser = verb_parser(verb, f"hivemem {group} {name}".replace("  ", " ").strip())
+    json_mode = "--json" in args
+    try:
+        ns = vars(parser.parse_args(args))
+        json_mode = ns.pop("json")
+        params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
+        result = call(verb.name, params)
+    except HivememError as exc:
+        return output.error(exc, json_mode)
+    return output.result(verb.name, result, json_mode)
+
+
+def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
+    from hivemem.client import DaemonClient, wait_stopped
+
+    client = DaemonClient(start=verb != "daemon.stop")
+    try:
+        result = client.call(verb, **params)
+        if verb == "daemon.stop":
+            wait_stopped(client)
+    finally:
+        output.warnings(client.warnings)
+        client.close()
+    return result
+
+
+def top_level(argv: list[str]) -> int:
+    """serve, stop, ping, doctor, --version, --help."""
+    command, rest = (argv[0], argv[1:]) if argv else ("--help", [])
+    handler = TOP_HANDLERS.get(command)
+    if handler is None:
+        return output.error(InvalidParams("usage", f"unknown command {' '.join(argv[:2])!r}; see hivemem --help"),
+                            "--json" in argv)  # fmt: skip
+    return handler(rest)
+
+
+def _serve(args: list[str]) -> int:
+    parser = Parser(prog="hivemem serve", description=TOP["serve"])
+    parser.add_argument("--on-demand", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    try:
+        ns = parser.parse_args(args)
+    except HivememError as exc:
+        return output.error(exc, False)
+    from hivemem.client import run_daemon
+
+    return run_daemon(on_demand=ns.on_demand, ready_fd=ns.ready_fd)
+
+
+def _stop(args: list[str]) -> int:
+    from hivemem.client import DaemonClient, try_connect
+
+    json_mode = "--json" in args
+    probe = try_connect(DaemonClient(start=False).paths.socket)
+    if probe is None:
+        return output.result("daemon.stop", {"stopping": False}, json_mode)
+    probe.close()
+    return run_verb(next(v for v in VERBS if v.name == "daemon.stop"), args)
+
+
+def _ping(args: list[str]) -> int:
+    from hivemem.client import DaemonClient
+
+    json_mode = "--json" in args
+    client = DaemonClient(start=False, token="", name="ping")
+    try:
+        hello = client.connect().hello
+    except HivememError as exc:
+        return output.error(exc, json_mode)
+    finally:
+        client.close()
+    ok = {"running": True, "version": hello.get("version"), "store_id": hello.get("store_id")}
+    return output.result("ping", ok, json_mode)
+
+
+def _doctor(args: list[str]) -> int:
+    from hivemem.doctor import run
+
+    report = run()
+    output.result("doctor", report, "--json" in args)
+    return int(report["status"])
+
+
+def _help(args: list[str]) -> int:
+    output.help_text(__version__, TOP, [(" ".join(command_name(v)).strip(), v.summary) for v in VERBS])
+    return 0
+
+
+def _version(args: list[str]) -> int:
+    output.line(f"hivemem {__version__}")
+    return 0
+
+
+TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
+    "serve": _serve,
+    "stop": _stop,
+    "ping": _ping,
+    "doctor": _doctor,
+    "--help": _help,
+    "-h": _help,
+    "help": _help,
+    "--version": _version,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "stop":
+        return _stop(args[1:])
+    verb, rest = find_verb(args)
+    if verb is not None:
+        if "-h" in rest or "--help" in rest:
+            group, name = command_name(verb)
+            output.line(verb_parser(verb, f"hivemem {group} {name}".strip()).format_help())
+            return 0
+        return run_verb(verb, rest)
+    return top_level(args)

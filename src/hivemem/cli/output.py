@@ -1,0 +1,93 @@
+"""The only module that prints: JSON for machines, aligned text for people."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from hivemem.errors import HivememError
+
+
+def line(text: str) -> None:
+    sys.stdout.write(text.rstrip("\n") + "\n")
+
+
+def warnings(messages: list[str]) -> None:
+    for message in messages:
+        sys.stderr.write(f"warning: {message}\n")
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def error(exc: HivememError, json_mode: bool) -> int:
+    """Print an error (stdout JSON with --json, else stderr) and return its exit code."""
+    if json_mode:
+        _write(sys.stdout, dumps({"error": exc.to_wire()}))
+    else:
+        sys.stderr.write(f"error: {exc.code}: {exc.message}\n")
+        if exc.data.get("usage"):
+            sys.stderr.write(f"{exc.data['usage']}\n")
+        if exc.data.get("fix"):
+            sys.stderr.write(f"fix: {exc.data['fix']}\n")
+    return exc.exit_code
+
+
+def result(verb: str, ok: dict[str, Any], json_mode: bool) -> int:
+    if json_mode:
+        _write(sys.stdout, dumps(ok))
+    else:
+        _write(sys.stdout, human(verb, ok))
+    return 0
+
+
+def _write(stream: Any, text: str) -> None:
+    """Write text; characters the terminal cannot encode are escaped rather than crashing."""
+    data = (text + "\n").encode("utf-8", "backslashreplace")
+    stream.flush()
+    stream.buffer.write(data)
+    stream.flush()
+
+
+def human(verb: str, ok: dict[str, Any]) -> str:
+    for key, render in ROWS.items():
+        if isinstance(ok.get(key), list):
+            rows = [render(r) for r in ok[key]]
+            extra = [f"next: {ok['next']}"] if ok.get("next") else []
+            mode = [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")] if "mode" in ok else []
+            return "\n".join(mode + (_table(rows) if rows else [f"no {key}"]) + extra)
+    if verb == "doctor":
+        return "\n".join(f"{c['status']:<5} {c['id']:<18} {c['message']}" + (f"\n      fix: {c['fix']}" if c.get("fix") else "")
+                         for c in ok["checks"])  # fmt: skip
+    width = max((len(k) for k in ok), default=0)
+    return "\n".join(f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items())
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip() for r in rows]
+
+
+def _memory_row(m: dict[str, Any]) -> list[str]:
+    text = (m.get("title") + ": " if m.get("title") else "") + str(m.get("snippet", "")).replace("\n", " ")
+    return [m["id"], f"r{m['revision']}", m["space"], m["kind"], text[:100]]
+
+
+ROWS: dict[str, Any] = {
+    "results": _memory_row,
+    "memories": _memory_row,
+    "versions": lambda v: [f"r{v['revision']}", v["action"], v["by"].get("label") or v["by"]["principal"], v["ts"], f"{v['bytes']} bytes"],
+    "spaces": lambda s: [s["space"], str(s["memories"]), s["updated"] or ""],
+    "deleted": lambda d: [d["id"], f"r{d['revision']}", "deleted"],
+}
+
+
+def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -> None:
+    lines = [f"hivemem {version}: a shared, local-first memory store for AI agents", "",
+             "usage: hivemem <group> <verb> [--param value ...] [--json]", "", "commands:"]  # fmt: skip
+    width = max(len(n) for n, _ in [*top.items(), *verbs])
+    lines += [f"  {n:<{width}}  {s}" for n, s in [*top.items(), *verbs] if n not in ("daemon stop",)]
+    lines += ["", "HIVEMEM_TOKEN is the credential (@owner for the owner key).", "`hivemem <group> <verb> --help` lists params."]
+    line("\n".join(lines))

@@ -1,0 +1,80 @@
+"""Command-line values to wire params: JSON or comma arrays, @PATH objects, `-` for stdin, @project."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any
+
+from hivemem.errors import InvalidParams
+from hivemem.manifest import Param
+
+TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def project_space(cwd: str | None = None) -> str:
+    """`project/<name>` from the git top-level directory (or the working directory) name."""
+    start = os.path.abspath(cwd or os.getcwd())
+    top = start
+    probe = start
+    while True:
+        if os.path.exists(os.path.join(probe, ".git")):
+            top = probe
+            break
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    name = re.sub(r"[^a-z0-9._-]+", "-", os.path.basename(top).lower())
+    name = re.sub(r"^[^a-z0-9]+", "", name)
+    return f"project/{name or 'root'}"
+
+
+def placeholder(value: str) -> str:
+    if value == "@project":
+        return project_space()
+    if value == "@user":
+        return "user"
+    return value
+
+
+def _json(p: Param, text: str) -> Any:
+    if text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise InvalidParams("type", f"--{flag(p.name)}: cannot read {text[1:]}: {exc.strerror}", param=p.name) from None
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise InvalidParams("type", f"--{flag(p.name)} must be JSON", param=p.name, expected=p.type) from None
+
+
+def flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def convert(p: Param, text: str) -> Any:
+    """One flag's text as the param's wire value."""
+    if p.type == "string":
+        if text == "-":
+            data = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+            text = data[:-1] if data.endswith("\n") else data
+        return placeholder(text) if p.format == "space" else text
+    if p.type in ("integer", "number"):
+        try:
+            return int(text) if p.type == "integer" else float(text)
+        except ValueError:
+            raise InvalidParams("type", f"--{flag(p.name)} must be {'an integer' if p.type == 'integer' else 'a number'}",
+                                param=p.name, expected=p.type) from None  # fmt: skip
+    if p.type == "boolean":
+        if text.lower() not in TRUE + FALSE:
+            raise InvalidParams("type", f"--{flag(p.name)} takes true or false", param=p.name, expected="boolean")
+        return text.lower() in TRUE
+    if p.type == "array":
+        items = _json(p, text) if text.startswith(("[", "@")) else [t.strip() for t in text.split(",") if t.strip()]
+        return [placeholder(i) if p.items == "space" and isinstance(i, str) else i for i in items] if isinstance(items, list) else items
+    return _json(p, text)

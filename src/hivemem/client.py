@@ -1,0 +1,206 @@
+"""Client.call(verb, **params): DaemonClient (socket, on-demand start) and LocalClient (in-process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from hivemem import __version__, paths
+from hivemem.config import Config, load
+from hivemem.errors import Failed, HivememError, Unavailable, from_wire
+from hivemem.protocol import MAX_FRAME, PROTOCOL, encode
+
+
+class DaemonClient:
+    """One connection to the store's daemon, started on demand, authenticated by `hello`."""
+
+    def __init__(self, config: Config | None = None, token: str | None = None, *, start: bool = True,
+                 name: str = "cli") -> None:  # fmt: skip
+        self.config = config or load()
+        self.paths = paths.resolve(self.config["store.path"], self.config.path)
+        self.token = paths.token() if token is None else token
+        self.start = start and self.config["daemon.startup"] == "on-demand"
+        self.name = name
+        self.warnings: list[str] = []
+        self.hello: dict[str, Any] = {}
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+        self._next_id = 0
+
+    def connect(self) -> DaemonClient:
+        """Reach the daemon (starting it if allowed) and say hello."""
+        if self._sock is not None:
+            return self
+        sock = try_connect(self.paths.socket)
+        if sock is None:
+            if not self.start:
+                raise not_running()
+            sock = spawn_and_connect(self.paths, self.config["daemon.startup_timeout_ms"] / 1000)
+        self._sock = sock
+        self.hello = self.request("hello", {"token": self._credential(), "client": f"{self.name}/{__version__}"})
+        if self.hello.get("version") != __version__:
+            self.warnings.append(f"daemon runs hivemem {self.hello.get('version')}, this is {__version__}; "
+                                 "`hivemem stop` and the next call start the new version")  # fmt: skip
+        return self
+
+    def _credential(self) -> str:
+        if self.token != "@owner":
+            return self.token
+        try:
+            with open(self.paths.owner_key, encoding="ascii") as f:
+                return f.read().strip()
+        except OSError as exc:
+            raise Failed("owner_key", f"cannot read the owner key {self.paths.owner_key}: {exc.strerror}",
+                         fix="run as the user who owns the store") from None  # fmt: skip
+
+    def call(self, verb: str, **params: Any) -> dict[str, Any]:
+        """Send one request and return its `ok` object, or raise its error."""
+        self.connect()
+        return self.request(verb, params)
+
+    def request(self, verb: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        self.send({"id": self._next_id, "verb": verb, "params": params})
+        message = self.receive()
+        if "error" in message:
+            raise from_wire(message["error"])
+        result: dict[str, Any] = message["ok"]
+        return result
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self._sock is not None
+        try:
+            self._sock.sendall(encode(message))
+        except OSError as exc:
+            raise Unavailable("daemon_gone", f"lost the daemon: {exc.strerror}") from None
+
+    def receive(self) -> dict[str, Any]:
+        """The next line from the daemon, parsed."""
+        assert self._sock is not None
+        while b"\n" not in self._buffer:
+            try:
+                chunk = self._sock.recv(1 << 16)
+            except OSError as exc:
+                raise Unavailable("daemon_gone", f"lost the daemon: {exc.strerror}") from None
+            if not chunk:
+                raise Unavailable("daemon_gone", "the daemon closed the connection")
+            self._buffer += chunk
+            if len(self._buffer) > MAX_FRAME + 1:
+                raise Failed("protocol", "reply larger than a frame")
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def not_running() -> Unavailable:
+    return Unavailable("not_running", "the hivemem daemon is not running", fix="hivemem serve")
+
+
+def try_connect(path: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def spawn_and_connect(where: paths.Paths, budget: float) -> socket.socket:
+    """Start a daemon (setsid, stdio to /dev/null, cwd /, no token) and wait for its readiness."""
+    deadline = time.monotonic() + budget
+    read_end, write_end = os.pipe()
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "hivemem", "serve", "--on-demand", "--ready-fd", str(write_end)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd="/", env=paths.daemon_env(), pass_fds=(write_end,), start_new_session=True,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    try:
+        message = _read_readiness(read_end, deadline)
+    finally:
+        os.close(read_end)
+    if message != "ready":
+        error = from_wire(json.loads(message)) if message else Failed("daemon_start", "the daemon exited before ready")
+        if error.code != "conflict.store_locked":
+            raise error
+    return _connect_until(where.socket, deadline)
+
+
+def _read_readiness(fd: int, deadline: float) -> str:
+    import select
+
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise Unavailable("daemon_start", "the daemon did not report ready in time", fix="hivemem doctor")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace").strip()
+
+
+def _connect_until(path: str, deadline: float) -> socket.socket:
+    """Another daemon won the start race: wait (bounded) until its socket accepts."""
+    while True:
+        sock = try_connect(path)
+        if sock is not None:
+            return sock
+        if time.monotonic() > deadline:
+            raise Unavailable("daemon_start", "no daemon answered in time", fix="hivemem doctor")
+        time.sleep(0.01)
+
+
+class LocalClient:
+    """The same calls, in-process, on a store this process opens itself (tools and benchmarks)."""
+
+    def __init__(self, store_path: str) -> None:
+        from hivemem.store import open_store
+        from hivemem.store.clients import owner
+
+        self.store = open_store(store_path)
+        self.principal = owner()
+
+    def call(self, verb: str, **params: Any) -> dict[str, Any]:
+        from hivemem import ops
+
+        return ops.dispatch(self.store, self.principal, verb, params)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+
+
+
+def run_daemon(*, on_demand: bool, ready_fd: int | None) -> int:
+    """`hivemem serve`: the daemon in this process (the CLI reaches it only through here)."""
+    from hivemem.daemon.main import serve
+
+    return serve(on_demand=on_demand, ready_fd=ready_fd)
+
+
+def wait_stopped(client: DaemonClient, budget: float = 5.0) -> bool:
+    """After daemon.stop: wait (bounded) until the socket no longer answers."""
+    deadline = time.monotonic() + budget
+    while time.monotonic() < deadline:
+        sock = try_connect(client.paths.socket)
+        if sock is None:
+            return True
+        sock.close()
+        time.sleep(0.02)
+    return False

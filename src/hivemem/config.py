@@ -1,0 +1,190 @@
+"""Settings declared as data (SPEC 12.4), loaded from TOML and validated key by key."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hivemem.errors import InvalidParams
+
+_SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
+_KINDS = ("note", "fact", "decision", "procedure", "preference", "convention", "task", "lesson")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One config key: default, type, bounds and help."""
+
+    key: str
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("store.path", "", "Absolute path of the store file; empty means the XDG default."),
+    Setting("daemon.startup", "on-demand", "Start the daemon on demand or only by hand.", choices=("on-demand", "explicit")),
+    Setting("daemon.startup_timeout_ms", 5000, "How long a client waits for a daemon to start.", 100, 600000),
+    Setting("daemon.idle_timeout_ms", 300000, "Idle time with no connection before the daemon exits.", 1000, 86400000),
+    Setting("memory.max_content_bytes", 65536, "Largest content of one memory, in UTF-8 bytes.", 1, 262144),
+    Setting("memory.max_versions", 20, "Versions kept per memory.", 1, 1000),
+    Setting("memory.tombstone_days", 30, "Days a soft-deleted memory is kept before removal.", 0, 36500),
+    Setting("governance.review_days", {"decision": 180, "task": 7}, "Default review period per kind, in days."),
+    Setting("recall.prompt_limit", 8, "Records a prompt-submit recall renders.", 1, 100),
+    Setting("recall.min_similarity", 0.3, "Floor for vector-only recall hits.", 0.0, 1.0),
+    Setting("recall.team_spaces", [], "Team spaces appended to the fixed read path."),
+    Setting("recall.session_limit", 12, "Records a session-start recall renders.", 1, 100),
+    Setting("recall.max_record_chars", 1000, "Longest rendered record.", 100, 100000),
+    Setting("recall.max_total_chars", 6000, "Longest rendered recall.", 200, 1000000),
+    Setting("search.min_similarity", 0.0, "Floor for the vector list.", -1.0, 1.0),
+    Setting("grants.unknown", [{"right": "read", "scope": "*"}], "Grants of a connection with no token."),
+    Setting("embeddings.provider", "off", "Embedding provider.", choices=("off", "http", "local")),
+    Setting("embeddings.base_url", "", "OpenAI-compatible endpoint (https, or http to loopback)."),
+    Setting("embeddings.model", "", "Embedding model name."),
+    Setting("embeddings.dimensions", 0, "Vector length; 0 means whatever the model returns.", 0, 65536),
+    Setting("embeddings.api_key", "", "API key for the endpoint, if any."),
+    Setting("embeddings.max_input_bytes", 32768, "Longest text sent to the provider.", 256, 1048576),
+    Setting("embeddings.query_timeout_ms", 2000, "Query embedding budget.", 10, 600000),
+    Setting("embeddings.batch_timeout_ms", 30000, "Batch embedding budget.", 100, 3600000),
+    Setting("embeddings.warn_vectors", 100000, "Doctor warns above this many vectors.", 1, 1 << 40),
+)
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+
+
+class Config:
+    """Validated settings, read with `config["section.key"]`."""
+
+    def __init__(self, values: dict[str, Any] | None = None, path: str = "") -> None:
+        self.values = {s.key: s.default for s in SETTINGS}
+        self.values.update(values or {})
+        self.path = path
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+
+def config_path() -> str:
+    """`$XDG_CONFIG_HOME/hivemem/config.toml` (SPEC 5.2)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "hivemem", "config.toml")
+
+
+def load(path: str | None = None) -> Config:
+    """Read and validate the config file; a missing file means every default."""
+    path = path or config_path()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return Config(path=path)
+    import tomllib  # only paid for when a config file exists
+
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidParams("config", f"{path}: not valid TOML: {exc}", key="", path=path) from None
+    return Config(validate_document(doc), path=path)
+
+
+def validate_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """Flatten `[section] key = value` into checked `section.key` values."""
+    values: dict[str, Any] = {}
+    for section, table in doc.items():
+        if not isinstance(table, dict):
+            _bad(section, "must be a table")
+        for name, value in table.items():
+            key = f"{section}.{name}"
+            values[key] = validate_value(key, value)
+    return values
+
+
+def validate_value(key: str, value: Any) -> Any:
+    """Check one value against its setting; raise invalid_params.config naming the key."""
+    setting = BY_KEY.get(key)
+    if setting is None:
+        _bad(key, "unknown key")
+    special = _SPECIAL.get(key)
+    if special is not None:
+        return special(key, value)
+    return _check_scalar(setting, value)
+
+
+def _check_scalar(setting: Setting, value: Any) -> Any:
+    default = setting.default
+    if isinstance(default, bool) or type(value) is bool:
+        if type(value) is not type(default):
+            _bad(setting.key, f"must be a {type(default).__name__}")
+    if isinstance(default, float) and isinstance(value, int):
+        value = float(value)
+    if type(value) is not type(default):
+        _bad(setting.key, f"must be a {type(default).__name__}")
+    if setting.choices and value not in setting.choices:
+        _bad(setting.key, f"must be one of {', '.join(setting.choices)}")
+    if setting.minimum is not None and value < setting.minimum:
+        _bad(setting.key, f"must be at least {setting.minimum}")
+    if setting.maximum is not None and value > setting.maximum:
+        _bad(setting.key, f"must be at most {setting.maximum}")
+    return value
+
+
+def _check_store_path(key: str, value: Any) -> str:
+    if not isinstance(value, str) or (value and not os.path.isabs(value)):
+        _bad(key, "must be an absolute path or empty")
+    return str(value)
+
+
+def _check_review_days(key: str, value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        _bad(key, "must be a table of kind = days")
+    for kind, days in value.items():
+        if kind not in _KINDS or type(days) is not int or not 1 <= days <= 36500:
+            _bad(key, f"{kind}: must be a kind with a number of days from 1 to 36500")
+    return dict(value)
+
+
+def _check_spaces(key: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(s, str) and _SPACE_RE.match(s) for s in value):
+        _bad(key, "must be a list of space names")
+    return list(value)
+
+
+def _check_grants(key: str, value: Any) -> list[dict[str, str]]:
+    if not isinstance(value, list):
+        _bad(key, "must be a list of {right, scope} tables")
+    for grant in value:
+        if not isinstance(grant, dict) or set(grant) != {"right", "scope"} or grant["right"] not in ("read", "write"):
+            _bad(key, "each grant is {right = read|write, scope = selector}")
+        if not valid_selector(grant["scope"]):
+            _bad(key, f"bad scope {grant['scope']!r}")
+    return [dict(g) for g in value]
+
+
+def valid_selector(scope: Any) -> bool:
+    """`*`, `space:<name>`, `space:<prefix>/*`, `memory:m<N>`, `session:s<N>` or `session:*`."""
+    if not isinstance(scope, str):
+        return False
+    if scope in ("*", "session:*"):
+        return True
+    kind, _, rest = scope.partition(":")
+    if kind == "space":
+        name = rest[:-2] if rest.endswith("/*") else rest
+        return len(rest.encode()) <= 130 and bool(_SPACE_RE.match(name))
+    if kind in ("memory", "session"):
+        return bool(re.fullmatch(("m" if kind == "memory" else "s") + r"[1-9][0-9]{0,17}", rest))
+    return False
+
+
+def _bad(key: str, why: str) -> Any:
+    raise InvalidParams("config", f"config key {key}: {why}", key=key)
+
+
+_SPECIAL = {
+    "store.path": _check_store_path,
+    "governance.review_days": _check_review_days,
+    "recall.team_spaces": _check_spaces,
+    "grants.unknown": _check_grants,
+}

@@ -1,0 +1,1 @@
+"""ADAPTER: the daemon that owns the store (the only adapter that imports it)."""

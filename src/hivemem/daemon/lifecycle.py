@@ -1,0 +1,114 @@
+"""Daemon start-up: umask, directories, locks, readiness pipe, socket; and the log."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+from hivemem import paths
+from hivemem.config import Config
+from hivemem.errors import Conflict, HivememError
+from hivemem.store.db import now
+
+
+@dataclass
+class Locks:
+    """The socket lock and the store lock, held for the daemon's life."""
+
+    fds: tuple[int, ...]
+
+    def release(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+
+
+def prepare(where: paths.Paths) -> None:
+    """Create every directory 0700 and refuse symlinked or foreign files."""
+    os.umask(0o077)
+    for directory in (where.data_dir, os.path.dirname(where.socket), where.logs):
+        paths.ensure_dir(directory)
+    for path in (where.store, where.owner_key, where.store + "-wal", where.store_lock, where.socket_lock):
+        paths.check_not_link(path)
+
+
+def _flock(path: str) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def acquire(where: paths.Paths, wait_until: float | None) -> Locks:
+    """Take both locks; wait (on demand) while a previous daemon drains, else conflict.store_locked."""
+    held: list[int] = []
+    for path in (where.socket_lock, where.store_lock):
+        while (fd := _flock(path)) is None:
+            serving = _socket_alive(where.socket)
+            if wait_until is None or serving or time.monotonic() > wait_until:
+                Locks(tuple(held)).release()
+                raise Conflict("store_locked", f"another hivemem daemon holds {path}", path=path)
+            time.sleep(0.02)
+        held.append(fd)
+    return Locks(tuple(held))
+
+
+def _socket_alive(path: str) -> bool:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def bind(path: str) -> socket.socket:
+    """Listen on the store's socket, 0600, replacing a stale file (we hold the lock)."""
+    if os.path.lexists(path):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def report(fd: int | None, error: HivememError | None = None) -> None:
+    """Tell the starting client `ready` or the error, on the pipe it gave us."""
+    if fd is None:
+        return
+    line = "ready\n" if error is None else json.dumps(error.to_wire()) + "\n"
+    try:
+        os.write(fd, line.encode())
+        os.close(fd)
+    except OSError:
+        pass
+
+
+class Log:
+    """One line per event in logs/daemon.log (0600)."""
+
+    def __init__(self, where: paths.Paths) -> None:
+        self.path = os.path.join(where.logs, "daemon.log")
+
+    def write(self, message: str) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
+                f.write(f"{now()} [{os.getpid()}] {message}\n")
+        except OSError:
+            pass
+
+
+def idle_seconds(config: Config) -> float:
+    return float(config["daemon.idle_timeout_ms"]) / 1000.0

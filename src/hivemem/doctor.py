@@ -1,0 +1,169 @@
+"""`hivemem doctor`: checks of the store, its files and the daemon (SPEC 12.3). Never starts the daemon."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from hivemem import config as config_mod
+from hivemem import paths
+from hivemem.client import DaemonClient
+from hivemem.errors import HivememError
+from hivemem.store.migrations import check_header
+
+Check = dict[str, str]
+MIN_SQLITE = (3, 42, 0)
+TRACKED_NAMES = ("store.db", "store.db-wal", "store.db-shm", "owner.key")
+
+
+def check(cid: str, status: str, message: str, fix: str = "") -> Check:
+    return {"id": cid, "status": status, "message": message, "fix": fix}
+
+
+class Doctor:
+    """Runs each check once against one config and store."""
+
+    def __init__(self) -> None:
+        self.config: config_mod.Config | None = None
+        self.error: HivememError | None = None
+        try:
+            self.config = config_mod.load()
+        except HivememError as exc:
+            self.error = exc
+        cfg = self.config or config_mod.Config()
+        self.paths = paths.resolve(cfg["store.path"], cfg.path)
+        self.hello = self._ping(cfg)
+
+    def _ping(self, cfg: config_mod.Config) -> dict[str, Any] | None:
+        client = DaemonClient(cfg, token="", start=False, name="doctor")
+        try:
+            return client.connect().hello
+        except HivememError:
+            return None
+        finally:
+            client.close()
+
+    def store_open(self) -> Check:
+        path = self.paths.store
+        if self.error is not None:
+            return check("store.open", "fail", f"config: {self.error.message}", f"edit {self.paths.config}")
+        if os.path.islink(path):
+            return check("store.open", "fail", f"{path} is a symbolic link", "replace the link with the store file")
+        if not os.path.exists(path):
+            return check("store.open", "ok", f"{path} (not created yet; the first call creates it)")
+        return check("store.open", "ok", path)
+
+    def store_schema(self) -> Check:
+        try:
+            version = check_header(self.paths.store) if not os.path.islink(self.paths.store) else 0
+        except HivememError as exc:
+            return check("store.schema", "fail", exc.message, "point store.path at a hivemem store")
+        except OSError as exc:
+            return check("store.schema", "fail", f"cannot read the store: {exc.strerror}")
+        return check("store.schema", "ok", f"schema version {version}" if version else "no store yet")
+
+    def store_sqlite(self) -> Check:
+        import apsw
+
+        version = apsw.sqlite_lib_version()
+        fts5 = "ENABLE_FTS5" in apsw.compile_options
+        good = tuple(int(x) for x in version.split(".")[:3]) >= MIN_SQLITE and fts5
+        message = f"SQLite {version}" + (" with FTS5" if fts5 else " without FTS5")
+        return check("store.sqlite", "ok" if good else "fail", message, "" if good else "pip install -U apsw")
+
+    def store_permissions(self) -> Check:
+        bad = [p for root in self._roots() for p in _walk(root) if _loose(p)]
+        if bad:
+            return check("store.permissions", "fail", "group/world access: " + ", ".join(bad[:5]), "chmod go= " + " ".join(bad[:5]))
+        return check("store.permissions", "ok", "files 0600, directories 0700")
+
+    def _roots(self) -> list[str]:
+        return [self.paths.data_dir, self.paths.state, os.path.dirname(self.paths.socket), os.path.dirname(self.paths.config)]
+
+    def store_integrity(self) -> Check:
+        if self.hello is not None:
+            return check("store.integrity", "ok", "skipped while the daemon runs (stop it for a quick check)")
+        if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
+            return check("store.integrity", "ok", "no store yet")
+        return _quick_check(self.paths.store)
+
+    def daemon_status(self) -> Check:
+        cfg = self.config or config_mod.Config()
+        mode = f"{cfg['daemon.startup']}, idle timeout {cfg['daemon.idle_timeout_ms'] // 1000} s"
+        if self.hello is None:
+            return check("daemon.status", "ok", f"not running ({mode})")
+        version = self.hello.get("version")
+        from hivemem import __version__
+
+        if version != __version__:
+            return check("daemon.status", "warn", f"running hivemem {version}, this is {__version__}", "hivemem stop")
+        return check("daemon.status", "ok", f"running ({mode})")
+
+    def git_tracked(self) -> Check:
+        tracked = _git_files()
+        hits = [f for f in tracked if os.path.basename(f) in TRACKED_NAMES or ".bak-v" in f or f.startswith("exports/")]
+        if hits:
+            return check("git.tracked", "fail", "git tracks hivemem files: " + ", ".join(hits[:5]), "git rm --cached " + " ".join(hits[:5]))
+        return check("git.tracked", "ok", "no hivemem file is tracked by git here")
+
+
+def _walk(root: str) -> list[str]:
+    if not os.path.isdir(root) or os.path.islink(root):
+        return []
+    found = [root]
+    for base, dirs, files in os.walk(root):
+        found += [os.path.join(base, n) for n in dirs + files]
+    return found
+
+
+def _loose(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return not stat.S_ISSOCK(st.st_mode) and not stat.S_ISLNK(st.st_mode) and bool(st.st_mode & 0o077)
+
+
+def _quick_check(path: str) -> Check:
+    from hivemem.store import open_reader
+
+    old = os.umask(0o077)
+    try:
+        store = open_reader(path)
+        result = store.conn.execute("PRAGMA quick_check").fetchall()
+        store.close()
+    except HivememError as exc:
+        return check("store.integrity", "fail", exc.message, "hivemem store check")
+    finally:
+        os.umask(old)
+    ok = result == [("ok",)]
+    return check("store.integrity", "ok" if ok else "fail", "quick check ok" if ok else str(result[:3]))
+
+
+def _git_files() -> list[str]:
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [f for f in out.stdout.decode("utf-8", "replace").split("\0") if f] if out.returncode == 0 else []
+
+
+CHECKS: tuple[Callable[[Doctor], Check], ...] = (
+    Doctor.store_open,
+    Doctor.store_schema,
+    Doctor.store_sqlite,
+    Doctor.store_permissions,
+    Doctor.store_integrity,
+    Doctor.daemon_status,
+    Doctor.git_tracked,
+)
+
+
+def run() -> dict[str, Any]:
+    """`{"status": 0|1, "checks": [...]}`; status 1 when any check fails."""
+    doctor = Doctor()
+    checks = [c(doctor) for c in CHECKS]
+    return {"status": int(any(c["status"] == "fail" for c in checks)), "checks": checks}

@@ -1,0 +1,250 @@
+"""Param validation against the manifest (SPEC 10): unknown, missing, type, range, encoding, formats."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from hivemem import secrets
+from hivemem.errors import InvalidParams
+from hivemem.manifest import KINDS, Param, Verb
+
+SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
+TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+ID_RE = {"memory_id": re.compile(r"^m[1-9][0-9]{0,17}$"), "session_id": re.compile(r"^s[1-9][0-9]{0,17}$")}
+TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+MAX_TAGS = 16
+PROVENANCE_BYTES = 2048
+PROVENANCE_KINDS = ("conversation", "file", "import", "cli", "mcp", "hook")
+SURFACES = ("cli", "mcp", "hook", "import", "web")
+TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+def nbytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def has_control(text: str, allowed: str = "") -> bool:
+    return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
+
+
+def check_encoding(value: Any, param: str) -> None:
+    """Refuse lone surrogates anywhere in a value (they are not valid UTF-8)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidParams("encoding", f"{param}: not valid UTF-8", param=param) from None
+    elif isinstance(value, list):
+        for v in value:
+            check_encoding(v, param)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_encoding(k, param)
+            check_encoding(v, param)
+
+
+def validate(verb: Verb, params: Any, max_content_bytes: int) -> dict[str, Any]:
+    """Checked params with defaults filled in; the first problem raises invalid_params.*."""
+    if not isinstance(params, dict):
+        raise InvalidParams("type", "params must be an object", param="params")
+    for name in params:
+        if verb.param(str(name)) is None:
+            raise InvalidParams("unknown", f"{verb.name} has no param {name!r}", param=str(name))
+    out: dict[str, Any] = {}
+    for p in verb.params:
+        value = params.get(p.name)
+        if value is None:
+            if p.required:
+                raise InvalidParams("missing", f"{p.name} is required", param=p.name)
+            if p.default is not None:
+                out[p.name] = p.default
+            continue
+        out[p.name] = check(p, value, max_content_bytes)
+    return out
+
+
+def check(p: Param, value: Any, max_content_bytes: int) -> Any:
+    """One param's value, checked and normalized."""
+    if not TYPES[p.type](value):
+        raise InvalidParams("type", f"{p.name} must be {_article(p.type)}", param=p.name, expected=p.type)
+    check_encoding(value, p.name)
+    if p.choices and value not in p.choices:
+        raise _range(p.name, f"must be one of {', '.join(p.choices)}", choices=list(p.choices))
+    if (p.minimum is not None and value < p.minimum) or (p.maximum is not None and value > p.maximum):
+        raise _range(p.name, f"must be from {_num(p.minimum)} to {_num(p.maximum)}", min=p.minimum, max=p.maximum)
+    if p.max_bytes is not None and nbytes(value) > p.max_bytes:
+        raise _range(p.name, f"must be at most {p.max_bytes} bytes", max_bytes=p.max_bytes)
+    if p.format == "content":
+        return content(p.name, value, max_content_bytes)
+    if p.type == "array":
+        return array(p, value)
+    fmt = FORMATS.get(p.format)
+    return fmt(p.name, value) if fmt else value
+
+
+def _article(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else (str(int(x)) if float(x).is_integer() else str(x))
+
+
+def _range(param: str, why: str, **data: Any) -> InvalidParams:
+    return InvalidParams("range", f"{param} {why}", param=param, **data)
+
+
+def content(param: str, value: str, max_bytes: int) -> str:
+    if not value:
+        raise InvalidParams("content", f"{param} must not be empty", param=param)
+    if has_control(value, "\t\r\n"):
+        raise InvalidParams("content", f"{param} has a control character", param=param)
+    if nbytes(value) > max_bytes:
+        raise _range(param, f"must be at most {max_bytes} bytes", max_bytes=max_bytes)
+    _no_secret(param, value)
+    return value
+
+
+def _no_secret(param: str, value: str) -> None:
+    kind = secrets.find(value)
+    if kind is not None:
+        raise InvalidParams("secret_content", f"{param} contains a secret ({kind}); it was not stored", param=param, kind=kind)
+
+
+def title(param: str, value: str) -> str:
+    if has_control(value):
+        raise InvalidParams("title", f"{param} has a control character", param=param)
+    _no_secret(param, value)
+    return value
+
+
+def space(param: str, value: str) -> str:
+    if nbytes(value) > 128 or not SPACE_RE.match(value):
+        raise InvalidParams("space", f"{value!r} is not a space name (e.g. user, project/api)", param=param)
+    return value
+
+
+def source(param: str, value: str) -> str:
+    if has_control(value):
+        raise _range(param, "must not contain control characters")
+    return value
+
+
+def timestamp(param: str, value: str) -> str:
+    """An RFC 3339 time, normalized to UTC with milliseconds; empty clears."""
+    if value == "":
+        return value
+    if not TIME_RE.match(value):
+        raise InvalidParams("type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time")
+    try:
+        moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidParams("type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time") from None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def identifier(param: str, value: str, fmt: str) -> str:
+    if not ID_RE[fmt].match(value):
+        expected = "m<N>" if fmt == "memory_id" else "s<N>"
+        raise InvalidParams("type", f"{param} must be an id like {expected}", param=param, expected=expected)
+    return value
+
+
+def array(p: Param, value: list[Any]) -> list[Any]:
+    if not all(isinstance(v, str) for v in value):
+        raise InvalidParams("type", f"{p.name} must be an array of strings", param=p.name, expected="array of strings")
+    if p.items == "tag":
+        if len(value) > MAX_TAGS or len(set(value)) != len(value) or not all(TAG_RE.match(t) for t in value):
+            raise _range(p.name, f"takes up to {MAX_TAGS} unique tags matching {TAG_RE.pattern}")
+    elif p.items == "kind" and not all(k in KINDS for k in value):
+        raise _range(p.name, f"items must be among {', '.join(KINDS)}", choices=list(KINDS))
+    elif p.items == "space":
+        for s in value:
+            space(p.name, s)
+    return list(value)
+
+
+def provenance(param: str, value: dict[str, Any]) -> dict[str, Any]:
+    """SPEC 2.3: only known members, each within its bound; at most 2048 bytes serialized."""
+    import json
+
+    if not value:
+        return value  # an empty object clears provenance on update
+    if nbytes(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) > PROVENANCE_BYTES:
+        raise _bad_provenance(param, "", f"is over {PROVENANCE_BYTES} bytes")
+    if value.get("kind") not in PROVENANCE_KINDS:
+        raise _bad_provenance(param, "kind", f"kind is required, one of {', '.join(PROVENANCE_KINDS)}")
+    for member, member_value in value.items():
+        rule = PROVENANCE_RULES.get(member)
+        if rule is None:
+            raise _bad_provenance(param, member, f"has no member {member!r}")
+        rule(param, member, member_value)
+    return value
+
+
+def _bad_provenance(param: str, member: str, why: str) -> InvalidParams:
+    return InvalidParams("provenance", f"{param} {why}", param=param, **({"member": member} if member else {}))
+
+
+def _bounded(limit: int, choices: tuple[str, ...] = ()) -> Callable[[str, str, Any], None]:
+    def rule(param: str, member: str, value: Any) -> None:
+        if not isinstance(value, str) or nbytes(value) > limit or has_control(value):
+            raise _bad_provenance(param, member, f"{member} must be a string of at most {limit} bytes")
+        if choices and value not in choices:
+            raise _bad_provenance(param, member, f"{member} must be one of {', '.join(choices)}")
+        if member == "reason":
+            _no_secret(f"{param}.reason", value)
+
+    return rule
+
+
+def _path_rule(param: str, member: str, value: Any) -> None:
+    _bounded(512)(param, member, value)
+    if value.startswith("/") or ".." in value.split("/") or not value:
+        raise _bad_provenance(param, member, "path must be relative, without '..' segments")
+
+
+def _line_rule(param: str, member: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _bad_provenance(param, member, "line must be a positive integer")
+
+
+def _daemon_only(param: str, member: str, value: Any) -> None:
+    raise _bad_provenance(param, member, f"{member} is set by the daemon on import only")
+
+
+PROVENANCE_RULES: dict[str, Callable[[str, str, Any], None]] = {
+    "kind": _bounded(32, PROVENANCE_KINDS),
+    "host": _bounded(64),
+    "surface": _bounded(16, SURFACES),
+    "path": _path_rule,
+    "line": _line_rule,
+    "thread_id": _bounded(128),
+    "action": _bounded(64),
+    "reason": _bounded(500),
+    "original_store": _daemon_only,
+    "original_id": _daemon_only,
+    "original_author": _daemon_only,
+}
+
+FORMATS: dict[str, Callable[[str, Any], Any]] = {
+    "title": title,
+    "space": space,
+    "source": source,
+    "timestamp": timestamp,
+    "memory_id": lambda n, v: identifier(n, v, "memory_id"),
+    "session_id": lambda n, v: identifier(n, v, "session_id"),
+    "provenance": provenance,
+}

@@ -1,0 +1,136 @@
+"""Where hivemem keeps its files (SPEC 5.2), with 0700/0600 modes and lstat checks."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+
+from hivemem.errors import Denied
+
+SOCKET_MAX = 100
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Every file and directory of one store."""
+
+    store: str
+    config: str
+    state: str
+
+    @property
+    def data_dir(self) -> str:
+        return os.path.dirname(self.store)
+
+    @property
+    def owner_key(self) -> str:
+        return os.path.join(self.data_dir, "owner.key")
+
+    @property
+    def store_lock(self) -> str:
+        return self.store + ".lock"
+
+    @property
+    def backups(self) -> str:
+        return os.path.join(self.data_dir, "backups")
+
+    @property
+    def exports(self) -> str:
+        return os.path.join(self.data_dir, "exports")
+
+    @property
+    def logs(self) -> str:
+        return os.path.join(self.state, "logs")
+
+    @property
+    def socket(self) -> str:
+        key = hashlib.sha256(self.store.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        if runtime:
+            path = os.path.join(runtime, "hivemem", f"{key}.sock")
+            if len(path.encode()) <= SOCKET_MAX:
+                return path
+        return os.path.join(f"/tmp/hivemem-{os.getuid()}", f"{key}.sock")
+
+    @property
+    def socket_lock(self) -> str:
+        return self.socket + ".lock"
+
+
+def _xdg(var: str, fallback: str) -> str:
+    value = os.environ.get(var)
+    return value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), fallback)
+
+
+def resolve(store_path: str = "", config_file: str = "") -> Paths:
+    """Paths for the configured store (absolute `store.path`) or the XDG default."""
+    store = store_path or os.path.join(_xdg("XDG_DATA_HOME", ".local/share"), "hivemem", "store.db")
+    config = config_file or os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "hivemem", "config.toml")
+    state = os.path.join(_xdg("XDG_STATE_HOME", ".local/state"), "hivemem")
+    return Paths(os.path.abspath(store), config, state)
+
+
+def check_not_link(path: str, *, directory: bool = False) -> bool:
+    """Refuse a symlink or another user's file; True if the path exists."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise Denied("path", f"{path} is a symbolic link; hivemem refuses it", path=path)
+    if st.st_uid != os.getuid():
+        raise Denied("path", f"{path} is owned by another user", path=path)
+    if directory and not stat.S_ISDIR(st.st_mode):
+        raise Denied("path", f"{path} is not a directory", path=path)
+    return True
+
+
+def ensure_dir(path: str) -> str:
+    """Create `path` (and missing parents) 0700; refuse links and foreign owners."""
+    if not check_not_link(path, directory=True):
+        parent = os.path.dirname(path)
+        if parent and parent != path and not os.path.exists(parent):
+            ensure_dir(parent)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        check_not_link(path, directory=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Write a new 0600 file atomically (temporary name, fsync, rename)."""
+    check_not_link(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path))
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def token() -> str:
+    """The credential from `HIVEMEM_TOKEN` (`@owner` means the owner key)."""
+    return os.environ.get("HIVEMEM_TOKEN", "")
+
+
+def daemon_env() -> dict[str, str]:
+    """The environment a daemon is started with: ours, less the token."""
+    env = dict(os.environ)
+    env.pop("HIVEMEM_TOKEN", None)
+    return env

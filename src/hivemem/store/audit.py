@@ -1,0 +1,76 @@
+"""The append-only audit log and its SHA-256 hash chain (SPEC 8.5)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import apsw
+
+from hivemem.store.clients import Principal
+from hivemem.store.db import Row, now, one
+
+ZERO = bytes(32)
+COLUMNS = "id, ts, type, principal, label, space, memory, session, revision, data"
+
+
+def event_object(row: Row) -> dict[str, Any]:
+    """An event as shown and as hashed: every member present, absent values null."""
+    eid, ts, etype, principal, label, space, memory, session, revision, data = row[:10]
+    return {
+        "id": eid,
+        "ts": ts,
+        "type": etype,
+        "principal": principal,
+        "label": label,
+        "space": space,
+        "memory": f"m{memory}" if memory is not None else None,
+        "session": f"s{session}" if session is not None else None,
+        "revision": revision,
+        "data": json.loads(data),
+    }
+
+
+def link(previous: bytes, event: dict[str, Any]) -> bytes:
+    """SHA-256 of the previous chain followed by the canonical JSON of this event."""
+    canonical = json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(previous + canonical).digest()
+
+
+def append(
+    conn: apsw.Connection,
+    etype: str,
+    actor: Principal,
+    *,
+    space: str | None = None,
+    memory: int | None = None,
+    session: int | None = None,
+    revision: int | None = None,
+    data: dict[str, Any] | None = None,
+) -> int:
+    """Write one event inside the caller's transaction."""
+    last = one(conn, "SELECT chain FROM events ORDER BY id DESC LIMIT 1")
+    seq = one(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'")
+    eid = (int(seq[0]) if seq else 0) + 1
+    payload = json.dumps(data or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    row = (eid, now(), etype, actor.id, actor.label, space, memory, session, revision, payload)
+    chain = link(bytes(last[0]) if last else ZERO, event_object(row))
+    conn.execute(f"INSERT INTO events({COLUMNS}, chain) VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*row, chain))
+    return eid
+
+
+def shown(event: dict[str, Any]) -> dict[str, Any]:
+    """The event as printed: absent members omitted, `data` always present."""
+    return {k: v for k, v in event.items() if v is not None or k == "data"}
+
+
+def verify_chain(conn: apsw.Connection) -> int | None:
+    """The id of the first event whose chain does not verify, or None."""
+    previous = ZERO
+    for row in conn.execute(f"SELECT {COLUMNS}, chain FROM events ORDER BY id"):
+        expected = link(previous, event_object(row))
+        if expected != bytes(row[10]):
+            return int(row[0])
+        previous = expected
+    return None

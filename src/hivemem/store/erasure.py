@@ -1,0 +1,73 @@
+"""What purge does after its transaction: checkpoint, then scrub backups and exports (SPEC 2.5)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import apsw
+
+from hivemem.errors import Unavailable
+from hivemem.store.db import atomic, connect
+
+
+def checkpoint(conn: apsw.Connection) -> None:
+    """`wal_checkpoint(TRUNCATE)`, or unavailable.store_busy if readers keep it from finishing."""
+    try:
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+    except apsw.BusyError:
+        busy = 1
+    if busy:
+        raise Unavailable("store_busy", "purged, but the WAL checkpoint could not finish; it runs at next start")
+
+
+def scrub_backups(directory: str, memory: int) -> None:
+    """Delete the memory from every backup database with secure delete, then vacuum it."""
+    if not os.path.isdir(directory):
+        return
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.islink(path) or not os.path.isfile(path) or name.endswith(("-wal", "-shm", ".tmp")):
+            continue
+        try:
+            conn = connect(path)
+        except Exception:  # not a database: nothing hivemem can scrub
+            continue
+        try:
+            with atomic(conn):
+                conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (memory,))
+                conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except apsw.Error:
+            continue
+        finally:
+            conn.close()
+
+
+def scrub_exports(directory: str, store_id: str, memory: int) -> None:
+    """Rewrite every export of this store without the memory, atomically."""
+    if not os.path.isdir(directory):
+        return
+    target = f"m{memory}"
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or doc.get("format") != "hivemem.export" or doc.get("store_id") != store_id:
+            continue
+        doc["memories"] = [m for m in doc.get("memories", []) if m.get("id") != target]
+        doc["relations"] = [r for r in doc.get("relations", []) if target not in (r.get("source"), r.get("target"))]
+        tmp = f"{path}.tmp-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)

@@ -1,0 +1,15 @@
+"""The store-side settings a verb needs, passed in (the store never reads config itself)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds and periods from config (SPEC 12.4)."""
+
+    max_content_bytes: int = 65536
+    max_versions: int = 20
+    tombstone_days: int = 30
+    review_days: dict[str, int] = field(default_factory=lambda: {"decision": 180, "task": 7})

@@ -1,0 +1,352 @@
+"""Memory verbs: one BEGIN IMMEDIATE transaction commits row, FTS, version and event together."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import apsw
+
+from hivemem.errors import Conflict, NotFound
+from hivemem.store import audit
+from hivemem.store.clients import Principal
+from hivemem.store.db import Row, all_rows, atomic, format_time, now, one
+from hivemem.store.limits import Limits
+
+COLUMNS = (
+    "id, space, kind, title, content, tags, status, source, provenance, confidence, confidence_state, "
+    "review_after, expires_at, revision, principal, label, updated_by, updated_label, session, created, updated, deleted"
+)
+EDITABLE = ("kind", "title", "content", "tags", "source", "provenance", "confidence", "confidence_state",
+            "review_after", "expires_at")  # fmt: skip
+META = ("source", "provenance", "confidence", "confidence_state", "review_after", "expires_at")
+SNIPPET_BYTES = 240
+
+
+def mid(memory: int) -> str:
+    return f"m{memory}"
+
+
+def sha256(content: str) -> bytes:
+    return hashlib.sha256(content.encode("utf-8")).digest()
+
+
+def capture_key(content: str) -> str:
+    """NFKC, casefold, each run of non-alphanumerics one space, trimmed (SPEC 2.4)."""
+    return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", content).casefold()).strip()
+
+
+def cut(text: str, limit: int = SNIPPET_BYTES) -> str:
+    """The first `limit` bytes of text, at a UTF-8 boundary."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
+def by(principal: str, label: str | None) -> dict[str, str]:
+    return {"principal": principal, **({"label": label} if label else {})}
+
+
+def review_state(fields: dict[str, Any], at: str) -> str | None:
+    """`expired`, `due` or None (SPEC 2.1)."""
+    if fields.get("expires_at") and fields["expires_at"] <= at:
+        return "expired"
+    if (fields.get("review_after") and fields["review_after"] <= at) or fields.get("confidence_state") == "needs_review":
+        return "due"
+    return None
+
+
+def shape(row: Row, *, content: bool = True, deleted: bool = False) -> dict[str, Any]:
+    """A memories row as the JSON Memory of SPEC 2.1; absent members omitted."""
+    c = dict(zip(COLUMNS.split(", "), row, strict=True))
+    out: dict[str, Any] = {"id": mid(c["id"]), "space": c["space"], "kind": c["kind"]}
+    if c["title"]:
+        out["title"] = c["title"]
+    if content:
+        out["content"] = c["content"]
+    out["tags"] = c["tags"].split() if c["tags"] else []
+    out["status"] = c["status"]
+    _optional(out, c, ("source",))
+    if c["provenance"]:
+        out["provenance"] = json.loads(c["provenance"])
+    out["confidence"] = c["confidence"]
+    _optional(out, c, ("confidence_state", "review_after", "expires_at"))
+    review = review_state(c, now())
+    if review:
+        out["review"] = review
+    out["revision"] = c["revision"]
+    out["author"] = by(c["principal"], c["label"])
+    out["updated_by"] = by(c["updated_by"], c["updated_label"])
+    if c["session"] is not None:
+        out["session"] = f"s{c['session']}"
+    out["created"], out["updated"] = c["created"], c["updated"]
+    if deleted and c["deleted"]:
+        out["deleted"] = c["deleted"]
+    return out
+
+
+def _optional(out: dict[str, Any], c: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if c[key] not in (None, ""):
+            out[key] = c[key]
+
+
+def load(conn: apsw.Connection, memory: int, *, include_deleted: bool = False) -> Row:
+    """The memories row, or not_found.memory (a deleted one is absent unless asked for)."""
+    row = one(conn, f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory,))
+    if row is None or (row[21] is not None and not include_deleted):
+        raise NotFound("memory", f"{mid(memory)} not found", id=mid(memory))
+    return row
+
+
+def space_of(conn: apsw.Connection, memory: int) -> str | None:
+    """The space of a memory in any state (for authorization), or None."""
+    row = one(conn, "SELECT space FROM memories WHERE id = ?", (memory,))
+    return str(row[0]) if row else None
+
+
+def _index(conn: apsw.Connection, memory: int, title: str, content: str, tags: str) -> None:
+    conn.execute("INSERT INTO memory_fts(rowid, title, content, tags) VALUES (?,?,?,?)", (memory, title, content, tags))
+
+
+def _unindex(conn: apsw.Connection, memory: int) -> None:
+    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (memory,))
+
+
+def _fields(row: Row) -> dict[str, Any]:
+    return dict(zip(COLUMNS.split(", "), row, strict=True))
+
+
+def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], action: str, actor: Principal) -> None:
+    meta = {k: (json.loads(f[k]) if k == "provenance" and f[k] else f[k]) for k in META}
+    conn.execute(
+        "INSERT INTO memory_versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (f["id"], f["revision"], action, f["kind"], f["title"], f["content"], f["tags"], f["status"],
+         json.dumps(meta, sort_keys=True), actor.id, actor.label, f["updated"]),
+    )  # fmt: skip
+    conn.execute(
+        "DELETE FROM memory_versions WHERE memory = ? AND revision <= ?",
+        (f["id"], f["revision"] - store_limits.max_versions),
+    )
+
+
+def _default_review(limits: Limits, kind: str, at: str) -> str | None:
+    days = limits.review_days.get(kind)
+    if not days:
+        return None
+    return format_time(datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) + timedelta(days=days))
+
+
+def _live_duplicate(conn: apsw.Connection, space: str, digest: bytes) -> Row | None:
+    return one(
+        conn,
+        "SELECT id, revision, status FROM memories WHERE space = ? AND content_sha256 = ? AND deleted IS NULL",
+        (space, digest),
+    )
+
+
+def add(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None) -> dict[str, Any]:
+    """Store a memory; the same live content in the space returns the existing one unchanged."""
+    digest = sha256(p["content"])
+    with atomic(conn):
+        dup = _live_duplicate(conn, p["space"], digest)
+        if dup is not None:
+            out = {"id": mid(dup[0]), "revision": dup[1], "changed": False}
+            return out | ({"status": dup[2]} if dup[2] != "active" else {})
+        at = now()
+        f: dict[str, Any] = {
+            "space": p["space"], "kind": p.get("kind") or "note", "title": p.get("title") or "",
+            "content": p["content"], "tags": " ".join(p.get("tags") or ()), "status": "active",
+            "source": p.get("source") or None, "provenance": _json(p.get("provenance")),
+            "confidence": float(p.get("confidence", 1.0)), "confidence_state": p.get("confidence_state"),
+            "review_after": p.get("review_after") or None, "expires_at": p.get("expires_at") or None,
+            "revision": 1, "updated": at,
+        }  # fmt: skip
+        if f["review_after"] is None:
+            f["review_after"] = _default_review(limits, f["kind"], at)
+        conn.execute(
+            "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
+            "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
+            "updated_by, updated_label, session, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (f["space"], f["kind"], f["title"], f["content"], digest, capture_key(f["content"]), f["tags"], "active",
+             f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
+             f["expires_at"], 1, actor.id, actor.label, actor.id, actor.label, session, at, at),
+        )  # fmt: skip
+        f["id"] = conn.last_insert_rowid()
+        _index(conn, f["id"], f["title"], f["content"], f["tags"])
+        _version(conn, limits, f, "add", actor)
+        audit.append(conn, "memory.added", actor, space=f["space"], memory=f["id"], session=session, revision=1)
+    return {"id": mid(f["id"]), "revision": 1, "changed": True}
+
+
+def _json(value: Any) -> str | None:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False) if value else None
+
+
+def _check_revision(memory: int, current: int, given: int) -> None:
+    if current != given:
+        raise Conflict("memory_revision", f"{mid(memory)} is at revision {current}", current=current)
+
+
+def _changes(old: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    """The editable fields whose new value differs from the stored one."""
+    new: dict[str, Any] = {}
+    for key in EDITABLE:
+        if key not in p:
+            continue
+        value = p[key]
+        if key == "tags":
+            value = " ".join(value)
+        elif key == "provenance":
+            value = _json(value)
+        elif key == "confidence":
+            value = float(value)
+        elif key in ("source", "review_after", "expires_at", "confidence_state") and value == "":
+            value = None
+        if value != old[key]:
+            new[key] = value
+    return new
+
+
+def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any]) -> dict[str, Any]:
+    """Change a memory at the revision the caller read (compare-and-swap)."""
+    with atomic(conn):
+        f = _fields(load(conn, memory))
+        _check_revision(memory, f["revision"], p["revision"])
+        new = _changes(f, p)
+        if not new:
+            return {"id": mid(memory), "revision": f["revision"], "changed": False}
+        if "content" in new:
+            dup = _live_duplicate(conn, f["space"], sha256(new["content"]))
+            if dup is not None and dup[0] != memory:
+                raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
+        f.update(new, revision=f["revision"] + 1, updated=now())
+        sets = ", ".join(f"{k} = ?" for k in new)
+        extra = (sha256(f["content"]), capture_key(f["content"]))
+        conn.execute(
+            f"UPDATE memories SET {sets}, content_sha256 = ?, capture_key = ?, revision = ?, updated_by = ?, "
+            "updated_label = ?, updated = ? WHERE id = ?",
+            (*new.values(), *extra, f["revision"], actor.id, actor.label, f["updated"], memory),
+        )
+        if f["status"] == "active" and {"title", "content", "tags"} & new.keys():
+            _unindex(conn, memory)
+            _index(conn, memory, f["title"], f["content"], f["tags"])
+        _version(conn, limits, f, "update", actor)
+        data = {"fields": sorted(new)}
+        audit.append(conn, "memory.updated", actor, space=f["space"], memory=memory, revision=f["revision"], data=data)
+    return {"id": mid(memory), "revision": f["revision"], "changed": True}
+
+
+def _bump(conn: apsw.Connection, f: dict[str, Any], actor: Principal, assignments: str, args: tuple[Any, ...]) -> None:
+    f.update(revision=f["revision"] + 1, updated=now())
+    conn.execute(
+        f"UPDATE memories SET {assignments}, revision = ?, updated_by = ?, updated_label = ?, updated = ? WHERE id = ?",
+        (*args, f["revision"], actor.id, actor.label, f["updated"], f["id"]),
+    )
+
+
+def delete(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> dict[str, Any]:
+    """Soft delete: the memory leaves search and lists; restore brings it back."""
+    with atomic(conn):
+        f = _fields(load(conn, memory))
+        _check_revision(memory, f["revision"], revision)
+        _bump(conn, f, actor, "deleted = ?", (now(),))
+        _unindex(conn, memory)
+        _version(conn, limits, f, "delete", actor)
+        audit.append(conn, "memory.deleted", actor, space=f["space"], memory=memory, revision=f["revision"])
+    return {"id": mid(memory), "revision": f["revision"], "deleted": f["updated"]}
+
+
+def restore(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int) -> dict[str, Any]:
+    """Un-delete or un-archive; a live memory that is already active is returned as it is."""
+    with atomic(conn):
+        f = _fields(load(conn, memory, include_deleted=True))
+        if f["deleted"] is None and f["status"] != "archived":
+            return {"id": mid(memory), "revision": f["revision"]}
+        if f["deleted"] is not None:
+            dup = _live_duplicate(conn, f["space"], sha256(f["content"]))
+            if dup is not None:
+                raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
+        f["status"] = "active"
+        _bump(conn, f, actor, "deleted = NULL, status = 'active'", ())
+        _index(conn, memory, f["title"], f["content"], f["tags"])
+        _version(conn, limits, f, "restore", actor)
+        audit.append(conn, "memory.restored", actor, space=f["space"], memory=memory, revision=f["revision"])
+    return {"id": mid(memory), "revision": f["revision"]}
+
+
+def purge(conn: apsw.Connection, actor: Principal, memory: int) -> str:
+    """Erase the memory, its versions, vector and relations; returns its space."""
+    with atomic(conn):
+        row = one(conn, "SELECT space, revision FROM memories WHERE id = ?", (memory,))
+        if row is None:
+            raise NotFound("memory", f"{mid(memory)} not found", id=mid(memory))
+        _unindex(conn, memory)
+        conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
+        audit.append(conn, "memory.purged", actor, space=row[0], memory=memory, revision=row[1])
+    return str(row[0])
+
+
+def remove_tombstones(conn: apsw.Connection, days: int) -> int:
+    """Remove memories soft-deleted more than `days` ago, with their versions."""
+    cutoff = format_time(datetime.now(UTC) - timedelta(days=days))
+    with atomic(conn):
+        conn.execute("DELETE FROM memories WHERE deleted IS NOT NULL AND deleted < ?", (cutoff,))
+        return int(conn.changes())
+
+
+def get(conn: apsw.Connection, memory: int, include_deleted: bool) -> dict[str, Any]:
+    """The memory with its relations and embedding state."""
+    out = shape(load(conn, memory, include_deleted=include_deleted), deleted=True)
+    out["embedding"] = "off"
+    out["relations"] = relations(conn, memory)
+    return out
+
+
+def relations(conn: apsw.Connection, memory: int) -> list[dict[str, str]]:
+    rows = all_rows(
+        conn,
+        "SELECT relation, source_memory, target_memory FROM memory_relations "
+        "WHERE source_memory = ? OR target_memory = ? ORDER BY id",
+        (memory, memory),
+    )
+    return [
+        {"relation": r, "target": mid(t), "direction": "out"} if s == memory else
+        {"relation": r, "source": mid(s), "direction": "in"}
+        for r, s, t in rows
+    ]  # fmt: skip
+
+
+def get_version(conn: apsw.Connection, memory: int, revision: int, include_deleted: bool) -> dict[str, Any]:
+    """The memory as of `revision`, with that version's action."""
+    current = shape(load(conn, memory, include_deleted=include_deleted), deleted=True)
+    row = one(
+        conn,
+        "SELECT action, kind, title, content, tags, status, meta, principal, label, ts FROM memory_versions "
+        "WHERE memory = ? AND revision = ?",
+        (memory, revision),
+    )
+    if row is None:
+        raise NotFound("memory_revision", f"{mid(memory)} has no revision {revision}", id=mid(memory), revision=revision)
+    action, kind, title, content, tags, status, meta, principal, label, ts = row
+    out = {k: current[k] for k in ("id", "space", "author", "created") if k in current}
+    out.update(kind=kind, content=content, tags=tags.split() if tags else [], status=status)
+    if title:
+        out["title"] = title
+    out.update({k: v for k, v in json.loads(meta).items() if v not in (None, "")})
+    out.update(revision=revision, updated_by=by(principal, label), updated=ts, action=action)
+    return out
+
+
+def history(conn: apsw.Connection, memory: int) -> dict[str, Any]:
+    """Kept versions, newest first."""
+    load(conn, memory, include_deleted=True)
+    rows = all_rows(
+        conn,
+        "SELECT revision, action, principal, label, ts, length(CAST(content AS BLOB)) FROM memory_versions "
+        "WHERE memory = ? ORDER BY revision DESC",
+        (memory,),
+    )
+    return {"versions": [{"revision": r, "action": a, "by": by(p, lb), "ts": ts, "bytes": n} for r, a, p, lb, ts, n in rows]}

@@ -1,0 +1,80 @@
+"""Schema version 1, exactly as SPEC 5.3."""
+
+from __future__ import annotations
+
+APPLICATION_ID = 1213615437  # "HVMM"
+VERSION = 1
+
+V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+
+CREATE TABLE sessions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  harness TEXT NOT NULL, harness_session TEXT,
+  parent INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+  relation TEXT CHECK (relation IN ('continue','fork','subagent')),
+  cwd TEXT, principal TEXT NOT NULL, label TEXT,
+  started TEXT NOT NULL, ended TEXT);
+CREATE UNIQUE INDEX sessions_harness ON sessions(harness, harness_session) WHERE harness_session IS NOT NULL;
+CREATE INDEX sessions_parent ON sessions(parent);
+
+CREATE TABLE memories (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  space TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('note','fact','decision','procedure','preference','convention','task','lesson')),
+  title TEXT NOT NULL DEFAULT '',
+  content TEXT NOT NULL,
+  content_sha256 BLOB NOT NULL,
+  capture_key TEXT NOT NULL,
+  tags TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active','draft','archived')),
+  source TEXT, provenance TEXT,
+  confidence REAL NOT NULL DEFAULT 1.0 CHECK (confidence BETWEEN 0.0 AND 1.0),
+  confidence_state TEXT CHECK (confidence_state IN ('observed','inferred','user_confirmed','needs_review','deprecated')),
+  review_after TEXT, expires_at TEXT,
+  revision INTEGER NOT NULL DEFAULT 1,
+  principal TEXT NOT NULL, label TEXT, updated_by TEXT NOT NULL, updated_label TEXT,
+  session INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+  created TEXT NOT NULL, updated TEXT NOT NULL, deleted TEXT);
+CREATE UNIQUE INDEX memories_live_content ON memories(space, content_sha256) WHERE deleted IS NULL;
+CREATE INDEX memories_space ON memories(space, id) WHERE deleted IS NULL;
+CREATE INDEX memories_capture_key ON memories(space, capture_key, id) WHERE deleted IS NULL;
+CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
+CREATE INDEX memories_review ON memories(review_after) WHERE deleted IS NULL AND review_after IS NOT NULL;
+
+CREATE TABLE memory_versions (
+  memory INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+  revision INTEGER NOT NULL,
+  action TEXT NOT NULL,
+  kind TEXT NOT NULL, title TEXT NOT NULL, content TEXT NOT NULL, tags TEXT NOT NULL,
+  status TEXT NOT NULL, meta TEXT NOT NULL,
+  principal TEXT NOT NULL, label TEXT, ts TEXT NOT NULL,
+  PRIMARY KEY (memory, revision)) WITHOUT ROWID;
+
+CREATE TABLE memory_relations (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  source_memory INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+  target_memory INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+  relation TEXT NOT NULL CHECK (relation IN ('supersedes','contradicts','related','duplicates','derived_from')),
+  reason TEXT, principal TEXT NOT NULL, label TEXT, created TEXT NOT NULL,
+  UNIQUE (source_memory, target_memory, relation));
+
+CREATE TABLE memory_vectors (
+  memory INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+  model TEXT NOT NULL, embedding BLOB NOT NULL);
+
+CREATE TABLE clients (
+  name TEXT PRIMARY KEY, principal TEXT NOT NULL UNIQUE, grants TEXT NOT NULL,
+  token_hash BLOB NOT NULL, created TEXT NOT NULL, expires TEXT) WITHOUT ROWID;
+
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, ts TEXT NOT NULL, type TEXT NOT NULL,
+  principal TEXT NOT NULL, label TEXT, space TEXT, memory INTEGER, session INTEGER,
+  revision INTEGER, data TEXT NOT NULL DEFAULT '{}',
+  chain BLOB NOT NULL);
+CREATE INDEX events_memory ON events(memory) WHERE memory IS NOT NULL;
+
+CREATE VIRTUAL TABLE memory_fts USING fts5(title, content, tags,
+  tokenize = 'porter unicode61 remove_diacritics 2');
+INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
+"""
