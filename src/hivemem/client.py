@@ -12,8 +12,8 @@ from typing import Any
 
 from hivemem import __version__, paths
 from hivemem.config import Config, load
-from hivemem.errors import Failed, HivememError, Unavailable, from_wire
-from hivemem.protocol import MAX_FRAME, PROTOCOL, encode
+from hivemem.errors import Failed, Unavailable, from_wire
+from hivemem.protocol import MAX_FRAME, encode
 
 
 class DaemonClient:
@@ -182,9 +182,6 @@ class LocalClient:
 
     def close(self) -> None:
         self.store.close()
-
-
-
 
 
 def run_daemon(*, on_demand: bool, ready_fd: int | None) -> int:

@@ -27,7 +27,9 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("store.path", "", "Absolute path of the store file; empty means the XDG default."),
-    Setting("daemon.startup", "on-demand", "Start the daemon on demand or only by hand.", choices=("on-demand", "explicit")),
+    Setting(
+        "daemon.startup", "on-demand", "Start the daemon on demand or only by hand.", choices=("on-demand", "explicit")
+    ),
     Setting("daemon.startup_timeout_ms", 5000, "How long a client waits for a daemon to start.", 100, 600000),
     Setting("daemon.idle_timeout_ms", 300000, "Idle time with no connection before the daemon exits.", 1000, 86400000),
     Setting("memory.max_content_bytes", 65536, "Largest content of one memory, in UTF-8 bytes.", 1, 262144),
@@ -110,14 +112,14 @@ def validate_value(key: str, value: Any) -> Any:
     special = _SPECIAL.get(key)
     if special is not None:
         return special(key, value)
+    assert setting is not None
     return _check_scalar(setting, value)
 
 
 def _check_scalar(setting: Setting, value: Any) -> Any:
     default = setting.default
-    if isinstance(default, bool) or type(value) is bool:
-        if type(value) is not type(default):
-            _bad(setting.key, f"must be a {type(default).__name__}")
+    if (isinstance(default, bool) or type(value) is bool) and type(value) is not type(default):
+        _bad(setting.key, f"must be a {type(default).__name__}")
     if isinstance(default, float) and isinstance(value, int):
         value = float(value)
     if type(value) is not type(default):

@@ -77,11 +77,21 @@ class Doctor:
     def store_permissions(self) -> Check:
         bad = [p for root in self._roots() for p in _walk(root) if _loose(p)]
         if bad:
-            return check("store.permissions", "fail", "group/world access: " + ", ".join(bad[:5]), "chmod go= " + " ".join(bad[:5]))
+            return check(
+                "store.permissions",
+                "fail",
+                "group/world access: " + ", ".join(bad[:5]),
+                "chmod go= " + " ".join(bad[:5]),
+            )
         return check("store.permissions", "ok", "files 0600, directories 0700")
 
     def _roots(self) -> list[str]:
-        return [self.paths.data_dir, self.paths.state, os.path.dirname(self.paths.socket), os.path.dirname(self.paths.config)]
+        return [
+            self.paths.data_dir,
+            self.paths.state,
+            os.path.dirname(self.paths.socket),
+            os.path.dirname(self.paths.config),
+        ]
 
     def store_integrity(self) -> Check:
         if self.hello is not None:
@@ -106,7 +116,12 @@ class Doctor:
         tracked = _git_files()
         hits = [f for f in tracked if os.path.basename(f) in TRACKED_NAMES or ".bak-v" in f or f.startswith("exports/")]
         if hits:
-            return check("git.tracked", "fail", "git tracks hivemem files: " + ", ".join(hits[:5]), "git rm --cached " + " ".join(hits[:5]))
+            return check(
+                "git.tracked",
+                "fail",
+                "git tracks hivemem files: " + ", ".join(hits[:5]),
+                "git rm --cached " + " ".join(hits[:5]),
+            )
         return check("git.tracked", "ok", "no hivemem file is tracked by git here")
 
 

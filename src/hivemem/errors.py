@@ -51,8 +51,7 @@ class Unsupported(HivememError):
 
 
 CLASSES: dict[str, type[HivememError]] = {
-    cls.prefix: cls
-    for cls in (Failed, InvalidParams, NotFound, Denied, Conflict, Unavailable, Unsupported)
+    cls.prefix: cls for cls in (Failed, InvalidParams, NotFound, Denied, Conflict, Unavailable, Unsupported)
 }
 
 

@@ -139,7 +139,9 @@ def _record_usage(store: Store, principal: Principal, query: str, hits: list[dic
     with atomic(store.conn):
         for hit in hits:
             data = {"query_sha256": digest, "hash": "sha256", "score": hit["score"], "space": hit["space"]}
-            audit.append(store.conn, "memory.recalled", principal, space=hit["space"], memory=int(hit["id"][1:]), data=data)
+            audit.append(
+                store.conn, "memory.recalled", principal, space=hit["space"], memory=int(hit["id"][1:]), data=data
+            )
 
 
 def forget(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:

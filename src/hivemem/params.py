@@ -120,7 +120,9 @@ def content(param: str, value: str, max_bytes: int) -> str:
 def _no_secret(param: str, value: str) -> None:
     kind = secrets.find(value)
     if kind is not None:
-        raise InvalidParams("secret_content", f"{param} contains a secret ({kind}); it was not stored", param=param, kind=kind)
+        raise InvalidParams(
+            "secret_content", f"{param} contains a secret ({kind}); it was not stored", param=param, kind=kind
+        )
 
 
 def title(param: str, value: str) -> str:
@@ -151,7 +153,9 @@ def timestamp(param: str, value: str) -> str:
     try:
         moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidParams("type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time") from None
+        raise InvalidParams(
+            "type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time"
+        ) from None
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -93,10 +94,8 @@ def ensure_dir(path: str) -> str:
         parent = os.path.dirname(path)
         if parent and parent != path and not os.path.exists(parent):
             ensure_dir(parent)
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
         check_not_link(path, directory=True)
     os.chmod(path, 0o700)
     return path

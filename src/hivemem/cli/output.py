@@ -56,13 +56,20 @@ def human(verb: str, ok: dict[str, Any]) -> str:
         if isinstance(ok.get(key), list):
             rows = [render(r) for r in ok[key]]
             extra = [f"next: {ok['next']}"] if ok.get("next") else []
-            mode = [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")] if "mode" in ok else []
+            mode = (
+                [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")]
+                if "mode" in ok
+                else []
+            )
             return "\n".join(mode + (_table(rows) if rows else [f"no {key}"]) + extra)
     if verb == "doctor":
-        return "\n".join(f"{c['status']:<5} {c['id']:<18} {c['message']}" + (f"\n      fix: {c['fix']}" if c.get("fix") else "")
-                         for c in ok["checks"])  # fmt: skip
+        return "\n".join(_check_line(c) for c in ok["checks"])
     width = max((len(k) for k in ok), default=0)
     return "\n".join(f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items())
+
+
+def _check_line(c: dict[str, str]) -> str:
+    return f"{c['status']:<5} {c['id']:<18} {c['message']}" + (f"\n      fix: {c['fix']}" if c.get("fix") else "")
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -71,14 +78,20 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def _memory_row(m: dict[str, Any]) -> list[str]:
-    text = (m.get("title") + ": " if m.get("title") else "") + str(m.get("snippet", "")).replace("\n", " ")
+    text = (f"{m['title']}: " if m.get("title") else "") + str(m.get("snippet", "")).replace("\n", " ")
     return [m["id"], f"r{m['revision']}", m["space"], m["kind"], text[:100]]
 
 
 ROWS: dict[str, Any] = {
     "results": _memory_row,
     "memories": _memory_row,
-    "versions": lambda v: [f"r{v['revision']}", v["action"], v["by"].get("label") or v["by"]["principal"], v["ts"], f"{v['bytes']} bytes"],
+    "versions": lambda v: [
+        f"r{v['revision']}",
+        v["action"],
+        v["by"].get("label") or v["by"]["principal"],
+        v["ts"],
+        f"{v['bytes']} bytes",
+    ],
     "spaces": lambda s: [s["space"], str(s["memories"]), s["updated"] or ""],
     "deleted": lambda d: [d["id"], f"r{d['revision']}", "deleted"],
 }
@@ -89,5 +102,9 @@ def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -
              "usage: hivemem <group> <verb> [--param value ...] [--json]", "", "commands:"]  # fmt: skip
     width = max(len(n) for n, _ in [*top.items(), *verbs])
     lines += [f"  {n:<{width}}  {s}" for n, s in [*top.items(), *verbs] if n not in ("daemon stop",)]
-    lines += ["", "HIVEMEM_TOKEN is the credential (@owner for the owner key).", "`hivemem <group> <verb> --help` lists params."]
+    lines += [
+        "",
+        "HIVEMEM_TOKEN is the credential (@owner for the owner key).",
+        "`hivemem <group> <verb> --help` lists params.",
+    ]
     line("\n".join(lines))

@@ -46,7 +46,9 @@ def _json(p: Param, text: str) -> Any:
             with open(text[1:], encoding="utf-8") as f:
                 text = f.read()
         except OSError as exc:
-            raise InvalidParams("type", f"--{flag(p.name)}: cannot read {text[1:]}: {exc.strerror}", param=p.name) from None
+            raise InvalidParams(
+                "type", f"--{flag(p.name)}: cannot read {text[1:]}: {exc.strerror}", param=p.name
+            ) from None
     try:
         return json.loads(text)
     except ValueError:
@@ -68,13 +70,17 @@ def convert(p: Param, text: str) -> Any:
         try:
             return int(text) if p.type == "integer" else float(text)
         except ValueError:
-            raise InvalidParams("type", f"--{flag(p.name)} must be {'an integer' if p.type == 'integer' else 'a number'}",
-                                param=p.name, expected=p.type) from None  # fmt: skip
+            what = "an integer" if p.type == "integer" else "a number"
+            raise InvalidParams("type", f"--{flag(p.name)} must be {what}", param=p.name, expected=p.type) from None
     if p.type == "boolean":
         if text.lower() not in TRUE + FALSE:
             raise InvalidParams("type", f"--{flag(p.name)} takes true or false", param=p.name, expected="boolean")
         return text.lower() in TRUE
     if p.type == "array":
         items = _json(p, text) if text.startswith(("[", "@")) else [t.strip() for t in text.split(",") if t.strip()]
-        return [placeholder(i) if p.items == "space" and isinstance(i, str) else i for i in items] if isinstance(items, list) else items
+        return (
+            [placeholder(i) if p.items == "space" and isinstance(i, str) else i for i in items]
+            if isinstance(items, list)
+            else items
+        )
     return _json(p, text)

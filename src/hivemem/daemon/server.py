@@ -152,13 +152,13 @@ class Server:
                     "protocol": PROTOCOL, "store_id": self.store_id}  # fmt: skip
         if state["principal"] is None:
             raise InvalidParams("protocol", "say hello first")
-        principal: Principal = state["principal"]
+        who: Principal = state["principal"]
         if ops.needs_writer(verb, params):
-            result = await loop.run_in_executor(self.writer, ops.dispatch, self.store, principal, verb, params)
+            result = await loop.run_in_executor(self.writer, ops.dispatch, self.store, who, verb, params)
         else:
-            result = await loop.run_in_executor(self.readers, self._read, principal, verb, params)
+            result = await loop.run_in_executor(self.readers, self._read, who, verb, params)
         if verb == "daemon.stop":
-            loop.call_soon(self.stop, f"daemon.stop by {principal.id}")
+            loop.call_soon(self.stop, f"daemon.stop by {who.id}")
         return result
 
     def _read(self, principal: Principal, verb: str, params: Any) -> dict[str, Any]:
@@ -172,7 +172,9 @@ class Server:
                 raise InvalidParams("unknown", f"hello has no param {name!r}", param=name)
             if not isinstance(value, str):
                 raise InvalidParams("type", f"{name} must be a string", param=name)
-        return authenticate(self.reader_store().conn, params.get("token", ""), self.owner_key, self.config["grants.unknown"])
+        return authenticate(
+            self.reader_store().conn, params.get("token", ""), self.owner_key, self.config["grants.unknown"]
+        )
 
     def close(self) -> None:
         """Stop the threads, checkpoint the WAL and close every connection."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
+
 import apsw
 
 from hivemem.errors import InvalidParams
@@ -66,4 +67,3 @@ def snippet(conn: apsw.Connection, query: str, memory: int) -> str:
     """FTS5's snippet of content around the query's words."""
     rows = all_rows(conn, SNIPPET, (match_expression(tokens(query)), memory))
     return str(rows[0][0]) if rows else ""
-

@@ -33,7 +33,9 @@ def list_memories(conn: apsw.Connection, flt: Filter, after: int | None, limit: 
     if after is not None:
         where += " AND m.id < ?"
         args.append(after)
-    rows = all_rows(conn, f"SELECT {COLUMNS} FROM memories m WHERE {where} ORDER BY m.id DESC LIMIT ?", (*args, limit + 1))
+    rows = all_rows(
+        conn, f"SELECT {COLUMNS} FROM memories m WHERE {where} ORDER BY m.id DESC LIMIT ?", (*args, limit + 1)
+    )
     page = rows[:limit]
     nxt = mid(page[-1][0]) if len(rows) > limit else None
     return {"memories": [item(r, deleted=flt.include_deleted) for r in page], "next": nxt}
@@ -42,13 +44,18 @@ def list_memories(conn: apsw.Connection, flt: Filter, after: int | None, limit: 
 def selection(conn: apsw.Connection, flt: Filter) -> list[tuple[int, int]]:
     """(id, revision) of every matching memory, newest first."""
     where, args = flt.where("m")
-    return [(int(a), int(b)) for a, b in all_rows(conn, f"SELECT id, revision FROM memories m WHERE {where} ORDER BY id DESC", args)]
+    return [
+        (int(a), int(b))
+        for a, b in all_rows(conn, f"SELECT id, revision FROM memories m WHERE {where} ORDER BY id DESC", args)
+    ]
 
 
 def spaces(conn: apsw.Connection, flt: Filter) -> dict[str, Any]:
     """Readable spaces by name, counting live memories of any status."""
     where, args = flt.where("m")
-    rows = all_rows(conn, f"SELECT space, COUNT(*), MAX(updated) FROM memories m WHERE {where} GROUP BY space ORDER BY space", args)
+    rows = all_rows(
+        conn, f"SELECT space, COUNT(*), MAX(updated) FROM memories m WHERE {where} GROUP BY space ORDER BY space", args
+    )
     return {"spaces": [{"space": s, "memories": n, "updated": u} for s, n, u in rows]}
 
 

@@ -18,8 +18,8 @@ from hivemem.store.db import Row, all_rows, atomic, format_time, now, one
 from hivemem.store.limits import Limits
 
 COLUMNS = (
-    "id, space, kind, title, content, tags, status, source, provenance, confidence, confidence_state, "
-    "review_after, expires_at, revision, principal, label, updated_by, updated_label, session, created, updated, deleted"
+    "id, space, kind, title, content, tags, status, source, provenance, confidence, confidence_state, review_after, "
+    "expires_at, revision, principal, label, updated_by, updated_label, session, created, updated, deleted"
 )
 EDITABLE = ("kind", "title", "content", "tags", "source", "provenance", "confidence", "confidence_state",
             "review_after", "expires_at")  # fmt: skip
@@ -53,7 +53,9 @@ def review_state(fields: dict[str, Any], at: str) -> str | None:
     """`expired`, `due` or None (SPEC 2.1)."""
     if fields.get("expires_at") and fields["expires_at"] <= at:
         return "expired"
-    if (fields.get("review_after") and fields["review_after"] <= at) or fields.get("confidence_state") == "needs_review":
+    if (fields.get("review_after") and fields["review_after"] <= at) or fields.get(
+        "confidence_state"
+    ) == "needs_review":
         return "due"
     return None
 
@@ -147,7 +149,9 @@ def _live_duplicate(conn: apsw.Connection, space: str, digest: bytes) -> Row | N
     )
 
 
-def add(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None) -> dict[str, Any]:
+def add(
+    conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None
+) -> dict[str, Any]:
     """Store a memory; the same live content in the space returns the existing one unchanged."""
     digest = sha256(p["content"])
     with atomic(conn):
@@ -169,7 +173,7 @@ def add(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, An
         conn.execute(
             "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
             "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
-            "updated_by, updated_label, session, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
             (f["space"], f["kind"], f["title"], f["content"], digest, capture_key(f["content"]), f["tags"], "active",
              f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
              f["expires_at"], 1, actor.id, actor.label, actor.id, actor.label, session, at, at),
@@ -329,9 +333,11 @@ def get_version(conn: apsw.Connection, memory: int, revision: int, include_delet
         (memory, revision),
     )
     if row is None:
-        raise NotFound("memory_revision", f"{mid(memory)} has no revision {revision}", id=mid(memory), revision=revision)
+        raise NotFound(
+            "memory_revision", f"{mid(memory)} has no revision {revision}", id=mid(memory), revision=revision
+        )
     action, kind, title, content, tags, status, meta, principal, label, ts = row
-    out = {k: current[k] for k in ("id", "space", "author", "created") if k in current}
+    out: dict[str, Any] = {k: current[k] for k in ("id", "space", "author", "created") if k in current}
     out.update(kind=kind, content=content, tags=tags.split() if tags else [], status=status)
     if title:
         out["title"] = title
@@ -349,4 +355,6 @@ def history(conn: apsw.Connection, memory: int) -> dict[str, Any]:
         "WHERE memory = ? ORDER BY revision DESC",
         (memory,),
     )
-    return {"versions": [{"revision": r, "action": a, "by": by(p, lb), "ts": ts, "bytes": n} for r, a, p, lb, ts, n in rows]}
+    return {
+        "versions": [{"revision": r, "action": a, "by": by(p, lb), "ts": ts, "bytes": n} for r, a, p, lb, ts, n in rows]
+    }

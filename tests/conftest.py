@@ -1,0 +1,140 @@
+"""Real stores, a real daemon on a real socket, and the real CLI, in a temporary XDG home."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from hivemem import paths
+from hivemem.client import DaemonClient
+
+XDG = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
+
+
+@dataclass
+class Result:
+    """A finished CLI run."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Home:
+    """An isolated hivemem home: its own store, config, state and runtime directories."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
+        for var, sub in zip(XDG, ("data", "config", "state", "run"), strict=True):
+            self.env[var] = os.path.join(base, sub)
+
+    @property
+    def paths(self) -> paths.Paths:
+        return paths.resolve("", os.path.join(self.env["XDG_CONFIG_HOME"], "hivemem", "config.toml"))
+
+    def config(self, text: str) -> None:
+        """Write config.toml (0600)."""
+        directory = os.path.join(self.env["XDG_CONFIG_HOME"], "hivemem")
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        path = os.path.join(directory, "config.toml")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(text)
+
+    def cli(self, *args: str, token: str | None = "@owner", stdin: bytes | str | None = None,
+            cwd: str | None = None, timeout: float = 60) -> Result:  # fmt: skip
+        """Run `hivemem ARGS` as a subprocess; token None means no HIVEMEM_TOKEN (unknown)."""
+        env = dict(self.env)
+        if token is not None:
+            env["HIVEMEM_TOKEN"] = token
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        proc = subprocess.run(
+            [sys.executable, "-m", "hivemem", *args], input=data, capture_output=True, env=env,
+            cwd=cwd or self.base, timeout=timeout, check=False,
+        )  # fmt: skip
+        return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+    def ok(self, *args: str, **kw: Any) -> Any:
+        """Run a `--json` command that must succeed; return its parsed result."""
+        result = self.cli(*args, "--json", **kw)
+        assert result.code == 0, (args, result)
+        return result.json
+
+    def client(self, token: str = "@owner", *, start: bool = True) -> DaemonClient:
+        """An in-process client to this home's daemon."""
+        from hivemem.config import Config
+
+        return DaemonClient(Config(path=self.paths.config), token=token, start=start)
+
+    def daemon_pid(self) -> int | None:
+        """The pid of the daemon holding this home's socket lock, if alive."""
+        try:
+            with open(self.paths.socket_lock) as f:
+                pid = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return None
+        if pid <= 0:
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        return pid if _is_daemon(pid) else None
+
+    def stop_daemon(self) -> None:
+        pid = self.daemon_pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: self.daemon_pid() is None, 10)
+        if self.daemon_pid() is not None:
+            os.kill(pid, signal.SIGKILL)
+
+
+def _is_daemon(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"serve" in f.read()
+    except OSError:
+        return False
+
+
+def wait_for(condition: Any, timeout: float = 10.0, interval: float = 0.01) -> bool:
+    """Poll `condition` until it is true or `timeout` passes; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return bool(condition())
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
+    """A fresh hivemem home; the test process's environment points at it too."""
+    base = tempfile.mkdtemp(prefix="hm-", dir="/tmp")
+    h = Home(base)
+    for key in [k for k in os.environ if k.startswith("HIVEMEM_")]:
+        monkeypatch.delenv(key)
+    for var in XDG:
+        monkeypatch.setenv(var, h.env[var])
+    try:
+        yield h
+    finally:
+        h.stop_daemon()
+        shutil.rmtree(base, ignore_errors=True)
