@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from hivemem.errors import InvalidParams
+
+TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
+if TYPE_CHECKING:
+    from typing import Any
 
 _SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 _KINDS = ("note", "fact", "decision", "procedure", "preference", "convention", "task", "lesson")
 
 
-@dataclass(frozen=True)
 class Setting:
     """One config key: default, type, bounds and help."""
 
-    key: str
-    default: Any
-    help: str
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] = ()
+    __slots__ = ("choices", "default", "help", "key", "maximum", "minimum")
+
+    def __init__(self, key: str, default: Any, help_: str, minimum: float | None = None,
+                 maximum: float | None = None, *, choices: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.key, self.default, self.help = key, default, help_
+        self.minimum, self.maximum, self.choices = minimum, maximum, choices
 
 
 SETTINGS: tuple[Setting, ...] = (

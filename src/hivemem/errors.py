@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class HivememError(Exception):

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
 import stat
-from dataclasses import dataclass
 
 from hivemem.errors import Denied
 
 SOCKET_MAX = 100
 
 
-@dataclass(frozen=True)
 class Paths:
     """Every file and directory of one store."""
 
-    store: str
-    config: str
-    state: str
+    __slots__ = ("config", "state", "store")
+
+    def __init__(self, store: str, config: str, state: str) -> None:
+        self.store, self.config, self.state = store, config, state
 
     @property
     def data_dir(self) -> str:
@@ -47,7 +44,9 @@ class Paths:
 
     @property
     def socket(self) -> str:
-        key = hashlib.sha256(self.store.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        from hashlib import sha256
+
+        key = sha256(self.store.encode("utf-8", "surrogateescape")).hexdigest()[:12]
         runtime = os.environ.get("XDG_RUNTIME_DIR")
         if runtime:
             path = os.path.join(runtime, "hivemem", f"{key}.sock")
@@ -94,8 +93,10 @@ def ensure_dir(path: str) -> str:
         parent = os.path.dirname(path)
         if parent and parent != path and not os.path.exists(parent):
             ensure_dir(parent)
-        with contextlib.suppress(FileExistsError):
+        try:  # noqa: SIM105 - contextlib would cost an import on the warm path
             os.mkdir(path, 0o700)
+        except FileExistsError:  # another process made it first; the check below still applies
+            pass
         check_not_link(path, directory=True)
     os.chmod(path, 0o700)
     return path

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from hivemem.errors import HivememError, InvalidParams
+
+TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_FRAME = 4 * 1024 * 1024
 PROTOCOL = 1

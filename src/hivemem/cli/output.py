@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from hivemem.errors import HivememError
+
+TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def line(text: str) -> None:
