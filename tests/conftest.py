@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,3 +139,19 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     finally:
         h.stop_daemon()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(home: Home, token: str | None = "@owner", cwd: str | None = None) -> AsyncIterator[Any]:
+    """A real MCP client session (initialized) with a `hivemem mcp` process of its own; token None: unknown."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    env = dict(home.env)
+    if token is not None:
+        env["HIVEMEM_TOKEN"] = token
+    params = StdioServerParameters(command=sys.executable, args=["-m", "hivemem", "mcp"], env=env, cwd=cwd or home.base)
+    with open(os.path.join(home.base, "mcp-stderr.log"), "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session

@@ -15,6 +15,7 @@ from hivemem.protocol import MAX_FRAME, encode
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 
@@ -22,7 +23,7 @@ class DaemonClient:
     """One connection to the store's daemon, started on demand, authenticated by `hello`."""
 
     def __init__(self, config: Config | None = None, token: str | None = None, *, start: bool = True,
-                 name: str = "cli") -> None:  # fmt: skip
+                 name: str = "cli", budget: float | None = None) -> None:  # fmt: skip
         self.config = config or load()
         self.paths = paths.resolve(self.config["store.path"], self.config.path)
         self.token = paths.token() if token is None else token
@@ -33,6 +34,8 @@ class DaemonClient:
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._next_id = 0
+        # With a budget (hooks), start-up, connect and every reply share one deadline.
+        self.deadline = None if budget is None else time.monotonic() + budget
 
     def connect(self) -> DaemonClient:
         """Reach the daemon (starting it if allowed) and say hello."""
@@ -42,7 +45,7 @@ class DaemonClient:
         if sock is None:
             if not self.start:
                 raise not_running()
-            sock = spawn_and_connect(self.paths, self.config["daemon.startup_timeout_ms"] / 1000)
+            sock = spawn_and_connect(self.paths, self._left(self.config["daemon.startup_timeout_ms"] / 1000))
         self._sock = sock
         self.hello = self.request("hello", {"token": self._credential(), "client": f"{self.name}/{__version__}"})
         if self.hello.get("version") != __version__:
@@ -53,8 +56,9 @@ class DaemonClient:
     def _credential(self) -> str:
         if self.token != "@owner":
             return self.token
-        try:
-            with open(self.paths.owner_key, encoding="ascii") as f:
+        try:  # O_NOFOLLOW: a symlinked key is refused here as in the daemon (SPEC 5.2)
+            fd = os.open(self.paths.owner_key, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, encoding="ascii") as f:
                 return f.read().strip()
         except OSError as exc:
             raise Failed("owner_key", f"cannot read the owner key {self.paths.owner_key}: {exc.strerror}",
@@ -65,7 +69,18 @@ class DaemonClient:
         self.connect()
         return self.request(verb, params)
 
+    def _left(self, wanted: float | None = None) -> float:
+        """Seconds this client may still wait (at most `wanted`); unavailable.timeout once the budget is spent."""
+        if self.deadline is None:
+            return wanted if wanted is not None else 0.0
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise Unavailable("timeout", "no answer from the daemon within the time budget")
+        return min(left, wanted) if wanted is not None else left
+
     def request(self, verb: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.deadline is not None and self._sock is not None:
+            self._sock.settimeout(self._left())
         self._next_id += 1
         self.send({"id": self._next_id, "verb": verb, "params": params})
         message = self.receive()
@@ -73,6 +88,15 @@ class DaemonClient:
             raise from_wire(message["error"])
         result: dict[str, Any] = message["ok"]
         return result
+
+    def stream(self, verb: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Send a streaming request (events.follow) and yield each `event` object that follows."""
+        self.connect()
+        self.request(verb, params)
+        while True:
+            message = self.receive()
+            if "event" in message:
+                yield message["event"]
 
     def send(self, message: dict[str, Any]) -> None:
         assert self._sock is not None
@@ -87,6 +111,8 @@ class DaemonClient:
         while b"\n" not in self._buffer:
             try:
                 chunk = self._sock.recv(1 << 16)
+            except TimeoutError:
+                raise Unavailable("timeout", "no answer from the daemon within the time budget") from None
             except OSError as exc:
                 raise Unavailable("daemon_gone", f"lost the daemon: {exc.strerror}") from None
             if not chunk:
@@ -97,6 +123,14 @@ class DaemonClient:
         line, _, self._buffer = self._buffer.partition(b"\n")
         message: dict[str, Any] = json.loads(line)
         return message
+
+    def alive(self) -> bool:
+        """Whether the connection still stands; between requests the daemon sends nothing, so readable means closed."""
+        if self._sock is None:
+            return False
+        import select
+
+        return not select.select([self._sock], [], [], 0)[0]
 
     def close(self) -> None:
         if self._sock is not None:
@@ -193,6 +227,20 @@ def run_daemon(*, on_demand: bool, ready_fd: int | None) -> int:
     from hivemem.daemon.main import serve
 
     return serve(on_demand=on_demand, ready_fd=ready_fd)
+
+
+def run_hook(args: list[str]) -> str:
+    """`hivemem hook ...`: what to print (a payload, usage, or nothing); never raises (hooks fail open)."""
+    from hivemem.hooks.main import run
+
+    return run(args)
+
+
+def run_mcp() -> int:
+    """`hivemem mcp`: the stdio MCP server in this process (the CLI reaches it only through here)."""
+    from hivemem.mcp.server import run
+
+    return run()
 
 
 def wait_stopped(client: DaemonClient, budget: float = 5.0) -> bool:

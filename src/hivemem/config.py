@@ -58,6 +58,9 @@ SETTINGS: tuple[Setting, ...] = (
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 
 
+TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
 class Config:
     """Validated settings, read with `config["section.key"]`."""
 
@@ -119,12 +122,13 @@ def validate_value(key: str, value: Any) -> Any:
 
 def _check_scalar(setting: Setting, value: Any) -> Any:
     default = setting.default
+    kind = TYPE_NAMES.get(type(default), "a value")
     if (isinstance(default, bool) or type(value) is bool) and type(value) is not type(default):
-        _bad(setting.key, f"must be a {type(default).__name__}")
+        _bad(setting.key, f"must be {kind}")
     if isinstance(default, float) and isinstance(value, int):
         value = float(value)
     if type(value) is not type(default):
-        _bad(setting.key, f"must be a {type(default).__name__}")
+        _bad(setting.key, f"must be {kind}")
     if setting.choices and value not in setting.choices:
         _bad(setting.key, f"must be one of {', '.join(setting.choices)}")
     if setting.minimum is not None and value < setting.minimum:
@@ -191,3 +195,73 @@ _SPECIAL = {
     "recall.team_spaces": _check_spaces,
     "grants.unknown": _check_grants,
 }
+
+
+def read_document(path: str) -> dict[str, Any]:
+    """The raw TOML document at `path` ({} when absent)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return {}
+    import tomllib
+
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidParams("config", f"{path}: not valid TOML: {exc}", key="", path=path) from None
+
+
+def parse_value(key: str, text: str) -> Any:
+    """A command-line value: TOML syntax (`1000`, `true`, `["a"]`), else a plain string."""
+    import tomllib
+
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    return validate_value(key, value)
+
+
+def set_value(path: str, key: str, text: str) -> Any:
+    """Validate `key = text`, write the whole file 0600 atomically; returns the stored value."""
+    value = parse_value(key, text)
+    doc = read_document(path)
+    validate_document(doc)
+    section, _, name = key.partition(".")
+    doc.setdefault(section, {})[name] = value
+    validate_document(doc)
+    from hivemem import paths
+
+    paths.ensure_dir(os.path.dirname(path))
+    paths.write_private(path, dump(doc).encode("utf-8"))
+    return value
+
+
+def dump(doc: dict[str, Any]) -> str:
+    """TOML for hivemem's own value types (strings, numbers, booleans, lists, inline tables)."""
+    parts = []
+    for section, table in doc.items():
+        parts.append(f"[{section}]")
+        parts += [f"{name} = {_toml(value)}" for name, value in table.items()]
+        parts.append("")
+    return "\n".join(parts)
+
+
+def _toml(value: Any) -> str:
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+
+
+def effective(config: Config) -> dict[str, Any]:
+    """Every setting with its value in force."""
+    return {s.key: config[s.key] for s in SETTINGS}

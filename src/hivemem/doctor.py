@@ -105,12 +105,37 @@ class Doctor:
         mode = f"{cfg['daemon.startup']}, idle timeout {cfg['daemon.idle_timeout_ms'] // 1000} s"
         if self.hello is None:
             return check("daemon.status", "ok", f"not running ({mode})")
-        version = self.hello.get("version")
+        return check("daemon.status", "ok", f"running ({mode})")
+
+    def daemon_version(self) -> Check:
         from hivemem import __version__
 
-        if version != __version__:
-            return check("daemon.status", "warn", f"running hivemem {version}, this is {__version__}", "hivemem stop")
-        return check("daemon.status", "ok", f"running ({mode})")
+        version = self.hello.get("version") if self.hello else None
+        if version is not None and version != __version__:
+            return check(
+                "daemon.version", "warn", f"daemon runs hivemem {version}, this is {__version__}", "hivemem stop"
+            )
+        return check("daemon.version", "ok", f"hivemem {__version__}")
+
+    def embeddings_provider(self) -> Check:
+        provider = (self.config or config_mod.Config())["embeddings.provider"]
+        if provider == "off":
+            return check("embeddings.provider", "ok", "off: full-text search only (embeddings are opt-in)")
+        return check("embeddings.provider", "warn", f"{provider}: not supported by this version", "set provider = off")
+
+    def embeddings_remote(self) -> Check:
+        return check(
+            "embeddings.remote", "ok", "no embedding endpoint is configured; no memory text leaves the machine"
+        )
+
+    def embeddings_health(self) -> Check:
+        return check("embeddings.health", "ok", "not checked: the provider is off")
+
+    def embeddings_pending(self) -> Check:
+        return check("embeddings.pending", "ok", "nothing pending: the provider is off")
+
+    def embeddings_vectors(self) -> Check:
+        return check("embeddings.vectors", "ok", "no vectors: the provider is off")
 
     def git_tracked(self) -> Check:
         tracked = _git_files()
@@ -173,7 +198,13 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
     Doctor.store_permissions,
     Doctor.store_integrity,
     Doctor.daemon_status,
+    Doctor.daemon_version,
     Doctor.git_tracked,
+    Doctor.embeddings_provider,
+    Doctor.embeddings_remote,
+    Doctor.embeddings_health,
+    Doctor.embeddings_pending,
+    Doctor.embeddings_vectors,
 )
 
 

@@ -58,6 +58,8 @@ SESSION = _p("session", "string", "Session id `s<N>`.", format="session_id")
 LINEAGE = _p("lineage", "boolean", "With `session`: also its readable ancestors.", default=False)
 AFTER = _p("after", "string", "Page after this memory id (exclusive).", format="memory_id")
 
+RECALL_LIMIT_HELP = "Most records (default recall.prompt_limit, or recall.session_limit without a query)."
+
 _FIELDS = (
     _p("kind", "string", "Kind of memory.", choices=KINDS),
     _p("title", "string", "Short title, at most 200 bytes.", max_bytes=200, format="title"),
@@ -184,6 +186,21 @@ VERBS: tuple[Verb, ...] = (
         annotations={"readOnlyHint": True},
     ),
     Verb(
+        "memory.recall",
+        "Recall memories for an agent as one bounded envelope of JSON records, grouped by the read path "
+        "(project, user, team); without a query, the newest preferences, conventions, lessons and procedures. "
+        "Writes nothing. " + TRUST_SENTENCE,
+        "read",
+        "{text, count, truncated}",
+        (
+            _p("spaces", "array", "The read path in order; unreadable ones are skipped.", required=True, items="space"),
+            _p("query", "string", "The prompt to recall for; absent: the session-start selection.", max_bytes=8192),
+            _p("limit", "integer", RECALL_LIMIT_HELP, minimum=1, maximum=100),
+        ),
+        examples=('hivemem memory recall --spaces @project,user --query "how do we deploy"',),
+        annotations={"readOnlyHint": True},
+    ),
+    Verb(
         "memory.forget",
         "Soft-delete every live memory matching a filter, one transaction per memory.",
         "write",
@@ -244,6 +261,174 @@ VERBS: tuple[Verb, ...] = (
         "{principal, label?, grants}",
         examples=("hivemem whoami --json",),
         annotations={"readOnlyHint": True},
+    ),
+)
+
+SESSION_REQ = _p("session", "string", "Session id `s<N>`.", required=True, format="session_id")
+GRANTS_HELP = (
+    'JSON array of {"right": "read"|"write", "scope": "*"|"space:<name>"|"space:<prefix>/*"|"memory:m<N>"|'
+    '"session:s<N>"|"session:*"}.'
+)
+EVENT_FILTERS = (
+    _p("types", "array", "Event types to show (e.g. memory.added).", items="event_type"),
+    _p("spaces", "array", "Only events of these spaces.", items="space"),
+)
+
+VERBS += (
+    Verb(
+        "client.add",
+        "Create a client (a durable token principal g<N>) with grants; the token is shown once (admin).",
+        "admin",
+        "{client, principal, token, expires}",
+        (
+            _p("name", "string", "Client name, `^[a-z0-9][a-z0-9-]{0,63}$`.", required=True, format="client_name"),
+            _p("grants", "array", GRANTS_HELP, required=True, items="grant"),
+            _p("ttl", "integer", "Seconds until the token expires.", minimum=1, maximum=315360000),
+        ),
+        ("invalid_params.client_right", "invalid_params.grant_scope", "conflict.client_exists", "denied.admin"),
+        mcp=False,
+        writes=True,
+        examples=(
+            "HIVEMEM_TOKEN=@owner hivemem client add --name codex "
+            """--grants '[{"right":"read","scope":"*"},{"right":"write","scope":"space:project/*"}]'""",
+        ),
+    ),
+    Verb(
+        "client.list",
+        "List clients: name, principal, grants, created, expires (admin).",
+        "admin",
+        "{clients: [{name, principal, grants, created, expires}]}",
+        mcp=False,
+        examples=("HIVEMEM_TOKEN=@owner hivemem client list",),
+    ),
+    Verb(
+        "client.remove",
+        "Remove a client; its token is refused as revoked from then on (admin).",
+        "admin",
+        "{client, principal}",
+        (_p("name", "string", "Client name.", required=True, format="client_name"),),
+        ("not_found.client",),
+        mcp=False,
+        writes=True,
+        examples=("HIVEMEM_TOKEN=@owner hivemem client remove --name codex",),
+    ),
+    Verb(
+        "session.start",
+        "Record a harness conversation (idempotent by harness and harness_session), optionally with its parent.",
+        "write",
+        "{session, changed}",
+        (
+            _p(
+                "harness",
+                "string",
+                "Harness name, e.g. claude-code (a claim).",
+                required=True,
+                max_bytes=64,
+                format="harness",
+            ),
+            _p("harness_session", "string", "The harness's own session id.", max_bytes=256, format="harness"),
+            _p("parent", "string", "Parent session `s<N>`.", format="session_id"),
+            _p(
+                "relation",
+                "string",
+                "continue, fork or subagent; required exactly when parent is given.",
+                format="relation",
+            ),
+            _p("cwd", "string", "Absolute working directory (a claim).", max_bytes=4096, format="cwd"),
+        ),
+        ("invalid_params.relation", "invalid_params.missing", "not_found.session"),
+        writes=True,
+        examples=("hivemem session start --harness codex --harness-session 0199a --json",),
+        annotations={"idempotentHint": True},
+    ),
+    Verb(
+        "session.end",
+        "Mark a session ended (idempotent).",
+        "write",
+        "{session, ended, changed}",
+        (SESSION_REQ,),
+        ("not_found.session",),
+        writes=True,
+        examples=("hivemem session end --session s1",),
+    ),
+    Verb(
+        "session.get",
+        "Read one session.",
+        "read",
+        "Session",
+        (SESSION_REQ,),
+        ("not_found.session",),
+        examples=("hivemem session get --session s1 --json",),
+        annotations={"readOnlyHint": True},
+    ),
+    Verb(
+        "session.list",
+        "List readable sessions, newest first.",
+        "read",
+        "{sessions, next}",
+        (
+            _p("harness", "string", "Only this harness.", max_bytes=64),
+            _p("harness_session", "string", "Only this harness session id.", max_bytes=256),
+            _p("parent", "string", "Only children of this session.", format="session_id"),
+            _p("after", "string", "Page after this session id (exclusive).", format="session_id"),
+            _p("limit", "integer", "Page size.", default=50, minimum=1, maximum=200),
+        ),
+        examples=("hivemem session list --harness codex",),
+        annotations={"readOnlyHint": True},
+    ),
+    Verb(
+        "session.chain",
+        "A session and its readable ancestors, oldest first (at most 256).",
+        "read",
+        "{chain, truncated}",
+        (SESSION_REQ,),
+        ("not_found.session",),
+        examples=("hivemem session chain --session s3 --json",),
+        annotations={"readOnlyHint": True},
+    ),
+    Verb(
+        "session.purge",
+        "Remove a session row; memories keep their text (admin).",
+        "admin",
+        "{session}",
+        (SESSION_REQ,),
+        ("not_found.session",),
+        mcp=False,
+        writes=True,
+        examples=("HIVEMEM_TOKEN=@owner hivemem session purge --session s1",),
+    ),
+    Verb(
+        "events.list",
+        "Audit events the caller may read, newest first (client events for admins only).",
+        "read",
+        "{events: [...], next}",
+        (
+            _p("after", "integer", "Page below this event id (exclusive).", minimum=1),
+            _p("limit", "integer", "Page size.", default=50, minimum=1, maximum=1000),
+            *EVENT_FILTERS,
+        ),
+        examples=("hivemem events --types memory.added,memory.deleted",),
+        annotations={"readOnlyHint": True},
+    ),
+    Verb(
+        "events.follow",
+        "Turn the connection into a stream of new events the caller may read.",
+        "read",
+        '{following: true}, then {"event": {...}} lines',
+        (_p("after", "integer", "Start after this event id (default: the newest).", minimum=0), *EVENT_FILTERS),
+        mcp=False,
+        examples=("hivemem events --follow --json",),
+        annotations={"readOnlyHint": True},
+    ),
+    Verb(
+        "config.reload",
+        "Re-read the config file in the running daemon (admin).",
+        "admin",
+        "{reloaded: true}",
+        (),
+        ("invalid_params.config",),
+        mcp=False,
+        examples=("hivemem config set --key daemon.idle_timeout_ms --value 60000",),
     ),
 )
 

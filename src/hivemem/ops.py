@@ -6,12 +6,14 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from hivemem.errors import Denied, HivememError, NotFound, Unsupported
+from hivemem.errors import Denied, HivememError, InvalidParams, NotFound, Unsupported
 from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
 from hivemem.search.query import search as run_search
+from hivemem.search.recall import recall as run_recall
 from hivemem.store import Store, audit, erasure, listing, memories, sessions
-from hivemem.store.clients import Principal
+from hivemem.store import clients as client_store
+from hivemem.store.clients import Principal, can_session, session_scope
 from hivemem.store.db import atomic, scalar
 from hivemem.store.filters import Filter
 
@@ -77,8 +79,9 @@ def _filter(store: Store, principal: Principal, p: dict[str, Any], **kw: Any) ->
             raise denied(principal, "read", f"space:{space}")
     session_ids = None
     if p.get("session"):
-        sid = sessions.require(store.conn, p["session"])
-        session_ids = tuple(sessions.lineage(store.conn, sid)) if p.get("lineage") else (sid,)
+        see = readable_sessions(principal)
+        n = int(sessions.require(store.conn, p["session"], see)[0])
+        session_ids = tuple(sessions.lineage(store.conn, n, see)) if p.get("lineage") else (n,)
     return Filter(
         readable=principal.scope("read"),
         spaces=tuple(spaces) if spaces is not None else None,
@@ -89,9 +92,15 @@ def _filter(store: Store, principal: Principal, p: dict[str, Any], **kw: Any) ->
     )
 
 
+def readable_sessions(principal: Principal) -> sessions.Visible:
+    return lambda n, reporter: can_session(principal, "read", n, reporter)
+
+
 def add(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
     _write_space(principal, p["space"])
-    session = sessions.require(store.conn, p["session"]) if p.get("session") else None
+    session = None
+    if p.get("session"):
+        session = int(sessions.require(store.conn, p["session"], readable_sessions(principal))[0])
     return memories.add(store.conn, store.limits, principal, p, session)
 
 
@@ -144,6 +153,12 @@ def _record_usage(store: Store, principal: Principal, query: str, hits: list[dic
             )
 
 
+def recall(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    """The envelope for the read path; spaces the caller cannot read are skipped, not denied (SPEC 4.3)."""
+    path = [space for space in p["spaces"] if principal.can("read", space)]
+    return run_recall(store.conn, principal.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
+
+
 def forget(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
     for space in p["spaces"]:
         _write_space(principal, space)
@@ -188,6 +203,89 @@ def stop(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any
     return {"stopping": True}
 
 
+def client_add(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return client_store.add_client(store.conn, principal, p["name"], p["grants"], p.get("ttl"))
+
+
+def client_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return client_store.list_clients(store.conn)
+
+
+def client_remove(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return client_store.remove_client(store.conn, principal, p["name"])
+
+
+def session_start(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    if not session_scope(principal, "write")[0]:
+        raise denied(principal, "write", "session:*")
+    if p.get("parent") and not p.get("relation"):
+        raise InvalidParams("missing", "relation is required with parent", param="relation")
+    if p.get("relation") and not p.get("parent"):
+        raise InvalidParams("relation", "relation needs a parent", param="relation")
+    if p.get("parent"):
+        sessions.require(store.conn, p["parent"], readable_sessions(principal))
+    return sessions.start(store.conn, principal, p)
+
+
+def session_end(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    row = sessions.require(store.conn, p["session"], readable_sessions(principal))
+    if not can_session(principal, "write", int(row[0]), str(row[6])):
+        raise denied(principal, "write", f"session:{p['session']}")
+    return sessions.end(store.conn, principal, int(row[0]))
+
+
+def session_get(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return sessions.shape(sessions.require(store.conn, p["session"], readable_sessions(principal)))
+
+
+def session_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    after = sessions.number(p["after"]) if p.get("after") else None
+    return sessions.list_sessions(store.conn, p, readable_sessions(principal), after, p["limit"])
+
+
+def session_chain(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    see = readable_sessions(principal)
+    return sessions.chain(store.conn, int(sessions.require(store.conn, p["session"], see)[0]), see)
+
+
+def session_purge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return sessions.purge(store.conn, principal, sessions.number(p["session"]))
+
+
+def _event_filter(principal: Principal, p: dict[str, Any]) -> tuple[Callable[[dict[str, Any]], bool], dict[str, Any]]:
+    for space in p.get("spaces") or ():
+        if not principal.can("read", space):
+            raise denied(principal, "read", f"space:{space}")
+    see = readable_sessions(principal)
+    keep: Callable[[dict[str, Any]], bool] = lambda e: audit.visible(principal, e, see)  # noqa: E731
+    return keep, {"types": tuple(p.get("types") or ()), "spaces": tuple(p.get("spaces") or ())}
+
+
+def events_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    keep, filters = _event_filter(principal, p)
+    found = audit.list_events(store.conn, keep, before=p.get("after"), limit=p["limit"], **filters)
+    page = found[: p["limit"]]
+    return {"events": [audit.shown(e) for e in page], "next": page[-1]["id"] if len(found) > p["limit"] else None}
+
+
+def events_follow(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    _event_filter(principal, p)
+    after = p.get("after")
+    if after is None:
+        after = int(scalar(store.conn, "SELECT COALESCE(MAX(id), 0) FROM events"))
+    return {"following": True, "after": after}
+
+
+def events_since(store: Store, principal: Principal, params: dict[str, Any], after: int) -> list[dict[str, Any]]:
+    """New readable events after `after`, oldest first (for a following connection)."""
+    keep, filters = _event_filter(principal, params)
+    return [audit.shown(e) for e in audit.list_events(store.conn, keep, after=after, limit=1000, **filters)]
+
+
+def config_reload(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return {"reloaded": True}
+
+
 HANDLERS: dict[str, Handler] = {
     "memory.add": add,
     "memory.get": get,
@@ -197,10 +295,23 @@ HANDLERS: dict[str, Handler] = {
     "memory.history": history,
     "memory.list": list_,
     "memory.search": search,
+    "memory.recall": recall,
     "memory.forget": forget,
     "memory.purge": purge,
     "space.list": space_list,
     "store.status": status,
     "daemon.stop": stop,
     "whoami": whoami,
+    "client.add": client_add,
+    "client.list": client_list,
+    "client.remove": client_remove,
+    "session.start": session_start,
+    "session.end": session_end,
+    "session.get": session_get,
+    "session.list": session_list,
+    "session.chain": session_chain,
+    "session.purge": session_purge,
+    "events.list": events_list,
+    "events.follow": events_follow,
+    "config.reload": config_reload,
 }

@@ -17,6 +17,8 @@ SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 ID_RE = {"memory_id": re.compile(r"^m[1-9][0-9]{0,17}$"), "session_id": re.compile(r"^s[1-9][0-9]{0,17}$")}
 TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+EVENT_TYPE_RE = re.compile(r"^[a-z]+\.[a-z_]+$")
+RELATIONS = ("continue", "fork", "subagent")
 MAX_TAGS = 16
 PROVENANCE_BYTES = 2048
 PROVENANCE_KINDS = ("conversation", "file", "import", "cli", "mcp", "hook")
@@ -167,6 +169,8 @@ def identifier(param: str, value: str, fmt: str) -> str:
 
 
 def array(p: Param, value: list[Any]) -> list[Any]:
+    if p.items == "grant":
+        return grants(p.name, value)
     if not all(isinstance(v, str) for v in value):
         raise InvalidParams("type", f"{p.name} must be an array of strings", param=p.name, expected="array of strings")
     if p.items == "tag":
@@ -177,7 +181,49 @@ def array(p: Param, value: list[Any]) -> list[Any]:
     elif p.items == "space":
         for s in value:
             space(p.name, s)
+    elif p.items == "event_type" and not all(EVENT_TYPE_RE.match(t) for t in value):
+        raise _range(p.name, "items must be event types like memory.added")
     return list(value)
+
+
+def grants(param: str, value: list[Any]) -> list[dict[str, str]]:
+    """SPEC 4.2: each grant is {right: read|write, scope: selector}."""
+    from hivemem.config import valid_selector
+
+    for grant in value:
+        if not isinstance(grant, dict) or set(grant) != {"right", "scope"}:
+            raise InvalidParams(
+                "type", f'{param} items are {{"right", "scope"}} objects', param=param, expected="grant"
+            )
+        if grant["right"] not in ("read", "write"):
+            raise InvalidParams("client_right", f"{param}: clients get read and write only", param=param)
+        if not valid_selector(grant["scope"]):
+            raise InvalidParams("grant_scope", f"{param}: {str(grant['scope'])[:80]!r} is not a selector", param=param)
+    return [{"right": g["right"], "scope": g["scope"]} for g in value]
+
+
+def client_name(param: str, value: str) -> str:
+    if not TAG_RE.match(value):
+        raise _range(param, f"must match {TAG_RE.pattern}")
+    return value
+
+
+def harness(param: str, value: str) -> str:
+    if not value or has_control(value):
+        raise _range(param, "must be non-empty text without control characters")
+    return value
+
+
+def relation(param: str, value: str) -> str:
+    if value not in RELATIONS:
+        raise InvalidParams("relation", f"{param} must be one of {', '.join(RELATIONS)}", param=param)
+    return value
+
+
+def cwd(param: str, value: str) -> str:
+    if not value.startswith("/") or has_control(value):
+        raise _range(param, "must be an absolute path without control characters")
+    return value
 
 
 def provenance(param: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -251,4 +297,8 @@ FORMATS: dict[str, Callable[[str, Any], Any]] = {
     "memory_id": lambda n, v: identifier(n, v, "memory_id"),
     "session_id": lambda n, v: identifier(n, v, "session_id"),
     "provenance": provenance,
+    "client_name": client_name,
+    "harness": harness,
+    "relation": relation,
+    "cwd": cwd,
 }

@@ -22,6 +22,12 @@ TOP = {
     "ping": "Exit 0 if the daemon is up; never starts it.",
     "doctor": "Check the store, its files and the daemon; never starts it.",
     "whoami": "Who this token is: principal, label and grants.",
+    "hook": "hook session-start|prompt-submit: recall for a harness hook (read-only, fails open).",
+    "mcp": "Run the stdio MCP server for agents (tools generated from the manifest).",
+    "setup": "setup claude-code|codex|opencode: print the snippets to paste; never edits settings.",
+    "skill": "Print SKILL.md for agents; `skill install` writes it for Claude Code.",
+    "events": "Print the audit log; --follow streams new events.",
+    "config": "config get [--key K] | config set --key K --value V (owner).",
 }
 
 
@@ -107,7 +113,10 @@ def _serve(args: list[str]) -> int:
         return output.error(exc, False)
     from hivemem.client import run_daemon
 
-    return run_daemon(on_demand=ns.on_demand, ready_fd=ns.ready_fd)
+    try:
+        return run_daemon(on_demand=ns.on_demand, ready_fd=ns.ready_fd)
+    except HivememError as exc:
+        return output.error(exc, False)
 
 
 def _stop(args: list[str]) -> int:
@@ -154,11 +163,47 @@ def _version(args: list[str]) -> int:
     return 0
 
 
+def _hook(args: list[str]) -> int:
+    from hivemem.client import run_hook
+
+    output.payload(run_hook(args))
+    return 0  # a hook never fails its harness: problems go to logs/hooks.log
+
+
+def _events(args: list[str]) -> int:
+    from hivemem.cli import events
+
+    return events.run(args)
+
+
+def _config(args: list[str]) -> int:
+    from hivemem.cli import settings
+
+    return settings.run(args)
+
+
+def _agents(command: str) -> Callable[[list[str]], int]:
+    """`mcp`, `setup` and `skill` live in cli/agents.py, imported only when one of them runs."""
+
+    def run(args: list[str]) -> int:
+        from hivemem.cli import agents
+
+        return agents.HANDLERS[command](args)
+
+    return run
+
+
 TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
+    "events": _events,
+    "config": _config,
     "serve": _serve,
     "stop": _stop,
     "ping": _ping,
     "doctor": _doctor,
+    "hook": _hook,
+    "mcp": _agents("mcp"),
+    "setup": _agents("setup"),
+    "skill": _agents("skill"),
     "--help": _help,
     "-h": _help,
     "help": _help,

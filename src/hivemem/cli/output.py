@@ -16,6 +16,19 @@ def line(text: str) -> None:
     sys.stdout.write(text.rstrip("\n") + "\n")
 
 
+def payload(text: str) -> None:
+    """A hook's output line, if any; a closed stdout is ignored, since a hook never fails its harness."""
+    if not text:
+        return
+    try:
+        line(text)
+        sys.stdout.flush()
+    except OSError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second failure at exit
+
+
 def warnings(messages: list[str]) -> None:
     for message in messages:
         sys.stderr.write(f"warning: {message}\n")
@@ -55,6 +68,8 @@ def _write(stream: Any, text: str) -> None:
 
 
 def human(verb: str, ok: dict[str, Any]) -> str:
+    if verb == "memory.recall":
+        return str(ok["text"])  # the envelope is already text for its reader
     for key, render in ROWS.items():
         if isinstance(ok.get(key), list):
             rows = [render(r) for r in ok[key]]
@@ -111,3 +126,15 @@ def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -
         "`hivemem <group> <verb> --help` lists params.",
     ]
     line("\n".join(lines))
+
+
+def event(e: dict[str, Any], json_mode: bool) -> None:
+    """One audit event per line (JSON with --json)."""
+    if json_mode:
+        _write(sys.stdout, dumps(e))
+        return
+    who = e.get("label") or e["principal"]
+    where = " ".join(str(e[k]) for k in ("space", "memory", "session") if e.get(k))
+    rev = f" r{e['revision']}" if e.get("revision") else ""
+    data = f" {dumps(e['data'])}" if e.get("data") else ""
+    _write(sys.stdout, f"{e['id']:>6}  {e['ts']}  {e['type']:<18} {who:<12} {where}{rev}{data}")

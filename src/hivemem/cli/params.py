@@ -3,44 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import sys
 
 from hivemem.errors import InvalidParams
 from hivemem.manifest import Param
+from hivemem.spaces import placeholder
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
     from typing import Any
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-def project_space(cwd: str | None = None) -> str:
-    """`project/<name>` from the git top-level directory (or the working directory) name."""
-    start = os.path.abspath(cwd or os.getcwd())
-    top = start
-    probe = start
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")):
-            top = probe
-            break
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    name = re.sub(r"[^a-z0-9._-]+", "-", os.path.basename(top).lower())
-    name = re.sub(r"^[^a-z0-9]+", "", name)
-    return f"project/{name or 'root'}"
-
-
-def placeholder(value: str) -> str:
-    if value == "@project":
-        return project_space()
-    if value == "@user":
-        return "user"
-    return value
 
 
 def _json(p: Param, text: str) -> Any:
@@ -80,7 +53,8 @@ def convert(p: Param, text: str) -> Any:
             raise InvalidParams("type", f"--{flag(p.name)} takes true or false", param=p.name, expected="boolean")
         return text.lower() in TRUE
     if p.type == "array":
-        items = _json(p, text) if text.startswith(("[", "@")) else [t.strip() for t in text.split(",") if t.strip()]
+        is_file = text.startswith("@") and text.split(",")[0] not in ("@project", "@user")
+        items = _json(p, text) if text.startswith("[") or is_file else [t.strip() for t in text.split(",") if t.strip()]
         return (
             [placeholder(i) if p.items == "space" and isinstance(i, str) else i for i in items]
             if isinstance(items, list)

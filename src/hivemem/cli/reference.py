@@ -41,6 +41,7 @@ ERROR_CODES = (
     ("unavailable.store_busy", "another writer holds the database past the busy timeout"),
     ("unavailable.daemon_start", "a started daemon did not report ready in time"),
     ("unavailable.daemon_gone", "the connection to the daemon was lost"),
+    ("unavailable.timeout", "no answer from the daemon within a client's time budget (hooks: 1.5 s)"),
     ("unsupported.verb", "an unknown verb"),
     ("unsupported.store_schema", "a newer or foreign database (data.found, data.supported)"),
     ("unsupported.embeddings_off", "vector search with embeddings off"),
@@ -50,6 +51,7 @@ ERROR_CODES = (
     ("failed.daemon_start", "a started daemon exited before it was ready"),
     ("failed.owner_key", "`HIVEMEM_TOKEN=@owner` but the owner key file cannot be read"),
     ("failed.protocol", "the daemon sent a reply larger than a frame"),
+    ("failed.skill_install", "`hivemem skill install` could not write SKILL.md (data.path)"),
 )
 
 
@@ -128,6 +130,11 @@ def cli_markdown() -> str:
         "| `hivemem serve` | runs the daemon in the foreground |",
         "| `hivemem ping` | `--json` |",
         "| `hivemem doctor` | `--json` |",
+        "| `hivemem mcp` | stdio MCP server for agents (docs/mcp.md) |",
+        "| `hivemem hook session-start\\|prompt-submit` | `--harness claude-code\\|codex` `--record-session`; "
+        "recall for a harness hook, fails open (docs/hooks.md) |",
+        "| `hivemem setup claude-code\\|codex\\|opencode` | prints the snippets to paste; edits nothing |",
+        "| `hivemem skill [install]` | prints SKILL.md; `install` writes it to `~/.claude/skills/hivemem/` |",
         "| `hivemem --version` | |",
         "",
         "Exit codes: 0 ok · 1 `failed.*` · 2 `invalid_params.*` and usage errors · 3 `not_found.*` · 4 `denied.*` · "

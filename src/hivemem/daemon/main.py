@@ -21,11 +21,21 @@ def limits_from(config: config_mod.Config) -> Limits:
         max_versions=config["memory.max_versions"],
         tombstone_days=config["memory.tombstone_days"],
         review_days=config["governance.review_days"],
+        recall_prompt_limit=config["recall.prompt_limit"],
+        recall_session_limit=config["recall.session_limit"],
+        recall_record_chars=config["recall.max_record_chars"],
+        recall_total_chars=config["recall.max_total_chars"],
     )
 
 
+def reload() -> tuple[config_mod.Config, Limits]:
+    """Re-read the config file for config.reload; an invalid file raises and changes nothing."""
+    config = config_mod.load()
+    return config, limits_from(config)
+
+
 def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
-    """Run the daemon in the foreground; returns the exit code."""
+    """Run the daemon in the foreground; returns the exit code (run by hand, start-up errors are raised)."""
     os.umask(0o077)
     os.chdir("/")
     try:
@@ -36,6 +46,8 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
         locks = lifecycle.acquire(where, time.monotonic() + budget if on_demand else None)
     except HivememError as exc:
         lifecycle.report(ready_fd, exc)
+        if ready_fd is None:
+            raise
         return exc.exit_code
     log = lifecycle.Log(where)
     try:
@@ -47,11 +59,13 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
         log.write(f"start failed: {exc.code}: {exc.message}")
         lifecycle.report(ready_fd, exc)
         locks.release()
+        if ready_fd is None:
+            raise
         return exc.exit_code
     log.write(f"serving {where.store} on {where.socket}")
     lifecycle.report(ready_fd)
     try:
-        run(Server(store, config, owner_key, log), sock, where.socket)
+        run(Server(store, config, owner_key, log, reload=reload), sock, where.socket)
     finally:
         locks.release()
         log.write("stopped")

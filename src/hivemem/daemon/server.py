@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +22,7 @@ from hivemem.protocol import MAX_FRAME, PROTOCOL, decode_request, encode, reply
 from hivemem.store import Store, memories, open_reader
 from hivemem.store.clients import Principal, authenticate
 from hivemem.store.db import scalar
+from hivemem.store.limits import Limits
 
 READERS = 4
 DRAIN_SECONDS = 2.0
@@ -31,7 +33,8 @@ HELLO_PARAMS = ("token", "client", "version")
 class Server:
     """Serves one store on one socket until idle, stopped or signalled."""
 
-    def __init__(self, store: Store, config: Config, owner_key: str, log: Log) -> None:
+    def __init__(self, store: Store, config: Config, owner_key: str, log: Log, *,
+                 reload: Callable[[], tuple[Config, Limits]] | None = None) -> None:  # fmt: skip
         self.store = store
         self.config = config
         self.owner_key = owner_key
@@ -46,6 +49,8 @@ class Server:
         self.stopping: asyncio.Event | None = None
         self._idle: asyncio.TimerHandle | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._reload = reload
+        self._new_events: asyncio.Event | None = None
 
     def reader_store(self) -> Store:
         store: Store | None = getattr(self._local, "store", None)
@@ -58,9 +63,11 @@ class Server:
     async def serve(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self.stopping = asyncio.Event()
+        self._new_events = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop, f"signal {sig.name}")
-        server = await asyncio.start_unix_server(self.handle, sock=sock, limit=MAX_FRAME + 1)
+        # asyncio's limit bounds the bytes before the newline: a line of MAX_FRAME + 1 bytes must be refused.
+        server = await asyncio.start_unix_server(self.handle, sock=sock, limit=MAX_FRAME)
         self._arm_idle()
         daily = loop.call_later(DAY, self._daily)
         await self.stopping.wait()
@@ -125,6 +132,9 @@ class Server:
                 continue
             writer.write(encode(await self.request(state, line)))
             await writer.drain()
+            if state.get("follow") is not None:
+                await self._stream(reader, writer, state)
+                return
 
     async def request(self, state: dict[str, Any], line: bytes) -> dict[str, Any]:
         """One request line to one reply object; never raises."""
@@ -154,12 +164,60 @@ class Server:
             raise InvalidParams("protocol", "say hello first")
         who: Principal = state["principal"]
         if ops.needs_writer(verb, params):
-            result = await loop.run_in_executor(self.writer, ops.dispatch, self.store, who, verb, params)
+            try:
+                result = await loop.run_in_executor(self.writer, ops.dispatch, self.store, who, verb, params)
+            finally:
+                self._announce()
         else:
             result = await loop.run_in_executor(self.readers, self._read, who, verb, params)
+        if verb == "events.follow":
+            state["follow"] = (params, result["after"])
+        if verb == "config.reload":
+            self._apply_reload()
         if verb == "daemon.stop":
             loop.call_soon(self.stop, f"daemon.stop by {who.id}")
         return result
+
+    def _announce(self) -> None:
+        """Wake every following connection: something may have been committed."""
+        if self._new_events is not None:
+            event, self._new_events = self._new_events, asyncio.Event()
+            event.set()
+
+    def _apply_reload(self) -> None:
+        if self._reload is None:
+            return
+        config, limits = self._reload()
+        self.config = config
+        for store in (self.store, *self._reader_stores):
+            store.limits = limits
+        self.log.write("config reloaded")
+        self._arm_idle()
+
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: dict[str, Any]) -> None:
+        """events.follow: send each new readable event until the client closes or the daemon stops."""
+        loop = asyncio.get_running_loop()
+        params, after = state["follow"]
+        closed = asyncio.ensure_future(reader.read(1))
+        assert self.stopping is not None
+        stopping = asyncio.ensure_future(self.stopping.wait())
+        try:
+            while not closed.done() and not stopping.done():
+                assert self._new_events is not None
+                woken = asyncio.ensure_future(self._new_events.wait())
+                events = await loop.run_in_executor(self.readers, self._since, state["principal"], params, after)
+                for event in events:
+                    writer.write(encode({"event": event}))
+                    after = max(after, event["id"])
+                await writer.drain()
+                await asyncio.wait({woken, closed, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+        finally:
+            closed.cancel()
+            stopping.cancel()
+
+    def _since(self, principal: Principal, params: dict[str, Any], after: int) -> list[dict[str, Any]]:
+        return ops.events_since(self.reader_store(), principal, params, after)
 
     def _read(self, principal: Principal, verb: str, params: Any) -> dict[str, Any]:
         return ops.dispatch(self.reader_store(), principal, verb, params)

@@ -42,7 +42,8 @@ def tokens(query: str) -> list[str]:
 
 def match_expression(words: list[str]) -> str:
     """Each token as an FTS5 string, `"` doubled, joined with OR: never query syntax."""
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    # FTS5 reads its query as a C string: a NUL would end it mid-string ("unterminated string"), so it separates.
+    return " OR ".join('"' + w.replace('"', '""').replace("\x00", " ") + '"' for w in words)
 
 
 RANKED = """

@@ -74,3 +74,55 @@ def verify_chain(conn: apsw.Connection) -> int | None:
             return int(row[0])
         previous = expected
     return None
+
+
+def visible(principal: Principal, event: dict[str, Any], can_read_session: Any) -> bool:
+    """Per-row filter: client events for admins; others by their space, memory or session."""
+    if event["type"].startswith("client."):
+        return principal.is_owner
+    if event["space"] is not None:
+        memory = int(event["memory"][1:]) if event["memory"] else None
+        return principal.can("read", event["space"], memory)
+    if event["session"] is not None:
+        return bool(can_read_session(int(event["session"][1:]), event["principal"]))
+    return principal.is_owner
+
+
+def list_events(
+    conn: apsw.Connection,
+    keep: Any,
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    limit: int = 50,
+    types: tuple[str, ...] = (),
+    spaces: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    """Events kept by `keep(event)`, newest first below `before`, or oldest first above `after`."""
+    clauses: list[str] = ["1"]
+    args: list[Any] = []
+    if types:
+        clauses.append(f"type IN ({','.join('?' * len(types))})")
+        args.extend(types)
+    if spaces:
+        clauses.append(f"space IN ({','.join('?' * len(spaces))})")
+        args.extend(spaces)
+    if before is not None:
+        clauses.append("id < ?")
+        args.append(before)
+    if after is not None:
+        clauses.append("id > ?")
+        args.append(after)
+    order = "ASC" if after is not None else "DESC"
+    out: list[dict[str, Any]] = []
+    cursor = conn.execute(f"SELECT {COLUMNS} FROM events WHERE {' AND '.join(clauses)} ORDER BY id {order}", args)
+    try:
+        for row in cursor:
+            event = event_object(row)
+            if keep(event):
+                out.append(event)
+                if len(out) > limit:
+                    break
+    finally:
+        cursor.close()  # never leave a read transaction open on a pooled connection
+    return out

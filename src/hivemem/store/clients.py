@@ -129,7 +129,7 @@ def authenticate(conn: apsw.Connection, token: str, owner_key: str, unknown_gran
     """The principal a `hello` token names; a bad token never falls back to unknown."""
     if not token:
         return unknown(unknown_grants)
-    match = TOKEN_RE.match(token)
+    match = TOKEN_RE.fullmatch(token)
     if not match:
         raise _denied("invalid")
     who, secret = match.groups()
@@ -152,3 +152,82 @@ def _client(conn: apsw.Connection, who: str, secret: str) -> Principal:
         raise _denied("expired")
     parsed: list[dict[str, Any]] = json.loads(grants)
     return Principal(who, name, tuple({"right": g["right"], "scope": g["scope"]} for g in parsed))
+
+
+def session_scope(principal: Principal, right: str) -> tuple[bool, frozenset[int]]:
+    """(every session?, session numbers) this principal holds `right` on through grants."""
+    if principal.is_owner:
+        return True, frozenset()
+    ids: set[int] = set()
+    for grant in principal.grants:
+        if grant["right"] != right:
+            continue
+        if grant["scope"] in ("*", "session:*"):
+            return True, frozenset()
+        if grant["scope"].startswith("session:s"):
+            ids.add(int(grant["scope"][9:]))
+    return False, frozenset(ids)
+
+
+def can_session(principal: Principal, right: str, session: int, reporter: str) -> bool:
+    """Grants on the session, or having reported it (a reporter may read and end its sessions)."""
+    if reporter == principal.id and principal.id != "unknown":
+        return True
+    everything, ids = session_scope(principal, right)
+    return everything or session in ids
+
+
+def _expires(ttl: int | None) -> str | None:
+    if ttl is None:
+        return None
+    from datetime import UTC, datetime, timedelta
+
+    from hivemem.store.db import format_time
+
+    return format_time(datetime.now(UTC) + timedelta(seconds=ttl))
+
+
+def add_client(conn: apsw.Connection, actor: Principal, name: str, grants: list[dict[str, str]],
+               ttl: int | None) -> dict[str, Any]:  # fmt: skip
+    """A new client with a fresh principal `g<N>`; the token is returned once and only its hash kept."""
+    from hivemem.errors import Conflict
+    from hivemem.store import audit
+    from hivemem.store.db import atomic
+
+    secret = new_secret()
+    with atomic(conn):
+        if one(conn, "SELECT 1 FROM clients WHERE name = ?", (name,)) is not None:
+            raise Conflict("client_exists", f"a client named {name} exists", client=name)
+        number = int(one(conn, "SELECT value FROM meta WHERE key = 'next_principal'")[0])  # type: ignore[index]
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'next_principal'", (str(number + 1),))
+        principal, expires = f"g{number}", _expires(ttl)
+        conn.execute(
+            "INSERT INTO clients(name, principal, grants, token_hash, created, expires) VALUES (?,?,?,?,?,?)",
+            (name, principal, json.dumps(grants), hashlib.sha256(secret.encode()).digest(), now(), expires),
+        )
+        audit.append(conn, "client.added", actor, data={"client": name, "principal": principal})
+    return {"client": name, "principal": principal, "token": f"hm1.{principal}.{secret}", "expires": expires}
+
+
+def list_clients(conn: apsw.Connection) -> dict[str, Any]:
+    """Every client, never a hash."""
+    from hivemem.store.db import all_rows
+
+    rows = all_rows(conn, "SELECT name, principal, grants, created, expires FROM clients ORDER BY created, name")
+    return {"clients": [{"name": n, "principal": p, "grants": json.loads(g), "created": c, "expires": e}
+                        for n, p, g, c, e in rows]}  # fmt: skip
+
+
+def remove_client(conn: apsw.Connection, actor: Principal, name: str) -> dict[str, Any]:
+    """Delete the client; its token is then `denied.token` with reason `revoked`."""
+    from hivemem.errors import NotFound
+    from hivemem.store import audit
+    from hivemem.store.db import atomic
+
+    with atomic(conn):
+        row = one(conn, "SELECT principal FROM clients WHERE name = ?", (name,))
+        if row is None:
+            raise NotFound("client", f"no client named {name}", client=name)
+        conn.execute("DELETE FROM clients WHERE name = ?", (name,))
+        audit.append(conn, "client.removed", actor, data={"client": name, "principal": row[0]})
+    return {"client": name, "principal": row[0]}

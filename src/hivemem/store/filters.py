@@ -20,6 +20,7 @@ class Filter:
     status: str | None = "active"
     include_deleted: bool = False
     before: str | None = None
+    hide_states: tuple[str, ...] = ()  # confidence states left out (recall never shows `deprecated`)
 
     def where(self, alias: str = "m") -> tuple[str, list[Any]]:
         """A SQL condition over `alias` and its bound arguments."""
@@ -39,6 +40,10 @@ class Filter:
         if self.before is not None:
             clauses.append(f"{alias}.updated < ?")
             args.append(self.before)
+        if self.hide_states:
+            marks = ",".join("?" * len(self.hide_states))
+            clauses.append(f"({alias}.confidence_state IS NULL OR {alias}.confidence_state NOT IN ({marks}))")
+            args.extend(self.hide_states)
         _readable(clauses, args, alias, self.readable)
         return " AND ".join(clauses) or "1", args
 

@@ -13,3 +13,7 @@ class Limits:
     max_versions: int = 20
     tombstone_days: int = 30
     review_days: dict[str, int] = field(default_factory=lambda: {"decision": 180, "task": 7})
+    recall_prompt_limit: int = 8
+    recall_session_limit: int = 12
+    recall_record_chars: int = 1000
+    recall_total_chars: int = 6000

@@ -256,11 +256,12 @@ def delete(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
     with atomic(conn):
         f = _fields(load(conn, memory))
         _check_revision(memory, f["revision"], revision)
-        _bump(conn, f, actor, "deleted = ?", (now(),))
+        deleted = now()  # the result's `deleted` must be the stored stamp, not a second clock read
+        _bump(conn, f, actor, "deleted = ?", (deleted,))
         _unindex(conn, memory)
         _version(conn, limits, f, "delete", actor)
         audit.append(conn, "memory.deleted", actor, space=f["space"], memory=memory, revision=f["revision"])
-    return {"id": mid(memory), "revision": f["revision"], "deleted": f["updated"]}
+    return {"id": mid(memory), "revision": f["revision"], "deleted": deleted}
 
 
 def restore(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int) -> dict[str, Any]:

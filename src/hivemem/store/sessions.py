@@ -1,33 +1,161 @@
-"""Session lineage lookups used by memory verbs (SPEC 7)."""
+"""Session lineage (SPEC 7): start, end, get, list, chain, purge. Lineage is a claim, never authority."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import apsw
 
 from hivemem.errors import NotFound
-from hivemem.store.db import one
+from hivemem.store import audit
+from hivemem.store.clients import Principal
+from hivemem.store.db import Row, all_rows, atomic, now, one
 
 CHAIN_MAX = 256
+COLUMNS = "id, harness, harness_session, parent, relation, cwd, principal, label, started, ended"
+Visible = Callable[[int, str], bool]  # (session number, reporter principal) -> readable?
 
 
 def number(session: str) -> int:
     return int(session[1:])
 
 
-def require(conn: apsw.Connection, session: str) -> int:
-    """The row id of session `s<N>`, or not_found.session."""
-    sid = number(session)
-    if one(conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)) is None:
+def sid(n: int) -> str:
+    return f"s{n}"
+
+
+def shape(row: Row) -> dict[str, Any]:
+    """A sessions row as the JSON Session of SPEC 7; absent members omitted."""
+    n, harness, harness_session, parent, relation, cwd, principal, label, started, ended = row
+    out: dict[str, Any] = {"session": sid(n), "harness": harness}
+    if harness_session is not None:
+        out["harness_session"] = harness_session
+    if parent is not None:
+        out["parent"] = sid(parent)
+    if relation is not None:
+        out["relation"] = relation
+    if cwd is not None:
+        out["cwd"] = cwd
+    out["reported_by"] = {"principal": principal, **({"label": label} if label else {})}
+    out["started"] = started
+    if ended is not None:
+        out["ended"] = ended
+    return out
+
+
+def row(conn: apsw.Connection, n: int) -> Row | None:
+    return one(conn, f"SELECT {COLUMNS} FROM sessions WHERE id = ?", (n,))
+
+
+def require(conn: apsw.Connection, session: str, visible: Visible | None = None) -> Row:
+    """The session row, or not_found.session (also when the caller cannot read it)."""
+    found = row(conn, number(session))
+    if found is None or (visible is not None and not visible(int(found[0]), str(found[6]))):
         raise NotFound("session", f"{session} not found", session=session)
-    return sid
+    return found
 
 
-def lineage(conn: apsw.Connection, sid: int) -> list[int]:
-    """The session and its ancestors, newest first, up to CHAIN_MAX."""
-    chain: list[int] = []
-    current: int | None = sid
-    while current is not None and len(chain) < CHAIN_MAX and current not in chain:
-        chain.append(current)
-        row = one(conn, "SELECT parent FROM sessions WHERE id = ?", (current,))
-        current = int(row[0]) if row and row[0] is not None else None
-    return chain
+def start(conn: apsw.Connection, actor: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    """A new session, or the existing one for the same (harness, harness_session)."""
+    with atomic(conn):
+        if p.get("harness_session") is not None:
+            existing = one(
+                conn,
+                "SELECT id FROM sessions WHERE harness = ? AND harness_session = ?",
+                (p["harness"], p["harness_session"]),
+            )
+            if existing is not None:
+                return {"session": sid(int(existing[0])), "changed": False}
+        parent = number(p["parent"]) if p.get("parent") else None
+        if parent is not None and row(conn, parent) is None:
+            raise NotFound("session", f"{p['parent']} not found", session=p["parent"])
+        conn.execute(
+            "INSERT INTO sessions(harness, harness_session, parent, relation, cwd, principal, label, started) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (
+                p["harness"],
+                p.get("harness_session"),
+                parent,
+                p.get("relation"),
+                p.get("cwd"),
+                actor.id,
+                actor.label,
+                now(),
+            ),
+        )
+        n = conn.last_insert_rowid()
+        data = {"harness": p["harness"], **({"parent": p["parent"], "relation": p["relation"]} if parent else {})}
+        audit.append(conn, "session.started", actor, session=n, data=data)
+    return {"session": sid(n), "changed": True}
+
+
+def end(conn: apsw.Connection, actor: Principal, n: int) -> dict[str, Any]:
+    with atomic(conn):
+        found = row(conn, n)
+        if found is None:
+            raise NotFound("session", f"{sid(n)} not found", session=sid(n))
+        if found[9] is not None:
+            return {"session": sid(n), "ended": found[9], "changed": False}
+        ended = now()
+        conn.execute("UPDATE sessions SET ended = ? WHERE id = ?", (ended, n))
+        audit.append(conn, "session.ended", actor, session=n)
+    return {"session": sid(n), "ended": ended, "changed": True}
+
+
+def purge(conn: apsw.Connection, actor: Principal, n: int) -> dict[str, Any]:
+    """Remove the row: children keep `relation` and lose `parent`; memories lose `session`."""
+    with atomic(conn):
+        if row(conn, n) is None:
+            raise NotFound("session", f"{sid(n)} not found", session=sid(n))
+        conn.execute("DELETE FROM sessions WHERE id = ?", (n,))
+        audit.append(conn, "session.purged", actor, session=n)
+    return {"session": sid(n)}
+
+
+def chain(conn: apsw.Connection, n: int, visible: Visible) -> dict[str, Any]:
+    """The session and its ancestors, oldest first; `truncated` when it stops early, without saying why."""
+    rows: list[Row] = []
+    current = row(conn, n)
+    truncated = False
+    while current is not None:
+        if len(rows) == CHAIN_MAX or not visible(int(current[0]), str(current[6])):
+            truncated = True
+            break
+        rows.append(current)
+        if current[3] is None:
+            truncated = current[4] is not None  # a relation without a parent: the parent was purged
+            break
+        current = row(conn, int(current[3]))
+        truncated = current is None
+    return {"chain": [shape(r) for r in reversed(rows)], "truncated": truncated}
+
+
+def lineage(conn: apsw.Connection, n: int, visible: Visible) -> list[int]:
+    """Session numbers of the session and its readable ancestors."""
+    return [number(s["session"]) for s in chain(conn, n, visible)["chain"]]
+
+
+def list_sessions(
+    conn: apsw.Connection, p: dict[str, Any], visible: Visible, after: int | None, limit: int
+) -> dict[str, Any]:
+    """Readable sessions, newest first, paged by an exclusive `after` id."""
+    clauses, args = ["1"], []
+    for column in ("harness", "harness_session"):
+        if p.get(column) is not None:
+            clauses.append(f"{column} = ?")
+            args.append(p[column])
+    if p.get("parent"):
+        clauses.append("parent = ?")
+        args.append(number(p["parent"]))
+    if after is not None:
+        clauses.append("id < ?")
+        args.append(after)
+    found: list[Row] = []
+    for r in all_rows(conn, f"SELECT {COLUMNS} FROM sessions WHERE {' AND '.join(clauses)} ORDER BY id DESC", args):
+        if visible(int(r[0]), str(r[6])):
+            found.append(r)
+            if len(found) > limit:
+                break
+    page = found[:limit]
+    return {"sessions": [shape(r) for r in page], "next": sid(int(page[-1][0])) if len(found) > limit else None}

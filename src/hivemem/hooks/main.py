@@ -1,0 +1,133 @@
+"""`hivemem hook session-start|prompt-submit`: recall for the harness, read-only, never in its way.
+
+Every failure (bad arguments, bad input, no daemon, a slow daemon) ends the hook with no output
+and exit 0, and appends one JSON line `{ts, hook, harness, reason}` to `logs/hooks.log`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from hivemem import paths, spaces
+from hivemem.client import DaemonClient
+from hivemem.config import load
+from hivemem.errors import HivememError
+from hivemem.hooks.harness import EVENTS, HookInput, Refused, output, parse, read_stdin
+from hivemem.manifest import BY_NAME
+
+BUDGET = 1.3  # seconds from entry; interpreter start-up spends the rest of SPEC 6.1's 1.5 s
+HARNESSES = ("claude-code", "codex")
+USAGE = (
+    "usage: hivemem hook session-start|prompt-submit [--harness claude-code|codex] [--record-session]\n\n"
+    "Reads the harness's hook JSON on stdin and prints the recall envelope as additionalContext.\n"
+    "Read-only and fail-open: any problem means no output, exit 0, and a line in logs/hooks.log."
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The hook's command line."""
+
+    event: str
+    harness: str = "claude-code"
+    record_session: bool = False
+
+
+def run(args: list[str], fd: int = 0) -> str:
+    """What to print for `hivemem hook ARGS` with the harness's JSON on `fd`: a payload, usage, or ''."""
+    deadline = time.monotonic() + BUDGET
+    if "-h" in args or "--help" in args:
+        return USAGE
+    opts = Options(args[0] if args else "", "")
+    try:
+        opts = options(args)
+        return answer(opts, parse(read_stdin(fd, deadline), opts.event), deadline)
+    except Exception as exc:  # fail open: memory must never block or break the harness
+        log_failure(opts.event, opts.harness, reason(exc))
+        return ""
+
+
+def options(args: list[str]) -> Options:
+    if not args or args[0] not in EVENTS:
+        raise Refused(f"usage: unknown hook {args[0][:64] if args else ''!r}")
+    harness, record, rest = "claude-code", False, list(args[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--record-session":
+            record = True
+        elif arg == "--harness" and rest:
+            harness = rest.pop(0)
+        elif arg.startswith("--harness="):
+            harness = arg.partition("=")[2]
+        else:
+            raise Refused(f"usage: unknown argument {arg[:64]!r}")
+    if harness not in HARNESSES:
+        raise Refused(f"usage: --harness must be one of {', '.join(HARNESSES)}")
+    return Options(args[0], harness, record)
+
+
+def answer(opts: Options, hook: HookInput, deadline: float) -> str:
+    """Recall over the fixed read path of the hook's cwd; the payload, or '' when nothing is recalled."""
+    config = load()
+    client = DaemonClient(config, name=f"hook-{opts.harness}", budget=deadline - time.monotonic())
+    try:
+        if opts.record_session:
+            record_session(client, opts, hook)
+        params: dict[str, object] = {"spaces": spaces.read_path(hook.cwd, config["recall.team_spaces"])}
+        if hook.prompt is not None:
+            params["query"] = hook.prompt
+        text = str(client.call("memory.recall", **params)["text"])
+    finally:
+        client.close()
+    return output(opts.event, text) if text else ""
+
+
+def record_session(client: DaemonClient, opts: Options, hook: HookInput) -> None:
+    """Report the harness's session (a session row, never a memory); a failure is logged, recall goes on."""
+    problem = "" if "session.start" in BY_NAME else "record-session: this hivemem has no session.start"
+    if not problem and not hook.session_id:
+        problem = "record-session: the input has no session_id"
+    if problem:
+        log_failure(opts.event, opts.harness, problem)
+        return
+    try:
+        client.call("session.start", harness=opts.harness, harness_session=hook.session_id, cwd=hook.cwd)
+    except HivememError as exc:
+        if exc.code.startswith("unavailable."):
+            raise
+        log_failure(opts.event, opts.harness, f"record-session: {reason(exc)}")
+
+
+def reason(exc: BaseException) -> str:
+    """A short cause for the log: an error code, never memory or prompt text."""
+    if isinstance(exc, HivememError):
+        return f"{exc.code}: {exc.message}"[:300]
+    if isinstance(exc, Refused):
+        return str(exc)[:300]
+    return f"internal: {type(exc).__name__}"
+
+
+def log_failure(hook: str, harness: str, why: str) -> None:
+    """Append `{ts, hook, harness, reason}` to logs/hooks.log (0600 in a 0700 directory); never raises."""
+    try:
+        where = paths.resolve()
+        paths.ensure_dir(where.logs)
+        entry = {"ts": timestamp(), "hook": hook, "harness": harness, "reason": why}
+        fd = os.open(os.path.join(where.logs, "hooks.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                     0o600)  # fmt: skip
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, (json.dumps(entry, ensure_ascii=True) + "\n").encode("ascii"))
+        finally:
+            os.close(fd)
+    except (OSError, HivememError):
+        pass
+
+
+def timestamp() -> str:
+    """RFC 3339 UTC with milliseconds."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"

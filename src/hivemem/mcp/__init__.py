@@ -1,0 +1,1 @@
+"""ADAPTER: `hivemem mcp`, a stdio MCP server whose tools are generated from the manifest."""

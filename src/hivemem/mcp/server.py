@@ -1,0 +1,132 @@
+"""`hivemem mcp`: a stdio MCP server on the official SDK, one lazy daemon connection per session (SPEC 11.2)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import types
+from mcp.server import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from hivemem import __version__
+from hivemem.client import DaemonClient
+from hivemem.errors import Failed, HivememError, InvalidParams, Unavailable, Unsupported
+from hivemem.manifest import TRUST_SENTENCE, Verb
+from hivemem.mcp import tools
+from hivemem.protocol import MAX_FRAME, encode
+
+log = logging.getLogger("hivemem.mcp")
+
+INSTRUCTIONS = (
+    "hivemem is a memory store shared by agents and people. Search it (memory_search) before answering "
+    "about past work, decisions or conventions; store durable facts, decisions, conventions, preferences and "
+    "lessons with memory_add in space @project (this repository) or @user. " + TRUST_SENTENCE
+)
+
+
+class Connection:
+    """The session's one daemon connection: opened on the first call, reopened on the call after it broke."""
+
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
+        self._client: DaemonClient | None = None
+        self._lock = threading.Lock()  # one request at a time on the socket
+
+    def call(self, verb: Verb, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Resolve placeholders, send one request, return its `ok` (blocking: run it in a worker thread)."""
+        with self._lock:
+            client = self._connected()
+            params = tools.prepare(verb, arguments, self.cwd, client.config["recall.team_spaces"])
+            if len(encode({"id": 0, "verb": verb.name, "params": params})) > MAX_FRAME:
+                raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
+            try:
+                return client.request(verb.name, params)
+            except Unavailable:
+                self._drop()  # never resend a started request; the next call reconnects
+                raise
+
+    def _connected(self) -> DaemonClient:
+        if self._client is not None and not self._client.alive():
+            self._drop()
+        if self._client is None:
+            client = DaemonClient(name="mcp")
+            try:
+                client.connect()
+            except BaseException:
+                client.close()
+                raise
+            for warning in client.warnings:
+                log.warning("%s", warning)
+            self._client = client
+        return self._client
+
+    def _drop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+def ok_result(name: str, ok: dict[str, Any]) -> types.CallToolResult:
+    text = tools.result_text(tools.EXPOSED[name], ok)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=ok)
+
+
+def error_result(exc: HivememError) -> types.CallToolResult:
+    wire = exc.to_wire()
+    text = types.TextContent(type="text", text=tools.dumps(wire))
+    return types.CallToolResult(content=[text], structured_content=wire, is_error=True)
+
+
+def tool(name: str, verb: Verb) -> types.Tool:
+    hints = types.ToolAnnotations.model_validate(tools.hints(verb))
+    return types.Tool(name=name, description=verb.summary, input_schema=tools.input_schema(verb), annotations=hints)
+
+
+def build(connection: Connection) -> Server[Any]:
+    """The low-level server: tools listed from the manifest, each call a few lines over the daemon connection."""
+    listed = types.ListToolsResult(tools=[tool(name, verb) for name, verb in tools.EXPOSED.items()])
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        return listed
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
+        verb = tools.EXPOSED.get(params.name)
+        if verb is None:
+            return error_result(Unsupported("verb", f"unknown tool {params.name!r}", tool=params.name))
+        try:
+            ok = await anyio.to_thread.run_sync(connection.call, verb, params.arguments or {})
+        except HivememError as exc:
+            return error_result(exc)
+        except Exception as exc:  # a bug answers as a tool error; the session goes on
+            log.exception("tool %s failed", params.name)
+            return error_result(Failed("internal", f"internal error: {type(exc).__name__}"))
+        return ok_result(params.name, ok)
+
+    return Server("hivemem", version=__version__, instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)  # fmt: skip
+
+
+async def serve(cwd: str) -> None:
+    connection = Connection(cwd)
+    server = build(connection)
+    try:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        connection.close()
+
+
+def run() -> int:
+    """Serve MCP on stdin/stdout until the harness closes them."""
+    anyio.run(serve, os.getcwd())
+    return 0

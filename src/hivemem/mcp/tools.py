@@ -1,0 +1,112 @@
+"""MCP tools as plain data, generated from the manifest: names, JSON input schemas, annotations, results.
+
+Nothing here imports the MCP SDK, so the definitions can be checked without starting a server.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS, Param, Verb
+from hivemem.spaces import placeholder, read_path
+
+DESTRUCTIVE = frozenset({"memory.delete", "memory.forget", "memory.challenge", "memory.archive"})
+IDEMPOTENT = frozenset({"memory.add", "session.start"})
+# Params a client fills in when absent (SPEC 3: recall defaults to the fixed read path), so not required here.
+CLIENT_DEFAULTS = {("memory.recall", "spaces")}
+ITEMS: dict[str, dict[str, Any]] = {"kind": {"type": "string", "enum": list(KINDS)}, "grant": {"type": "object"}}
+TEXT_KEYS = frozenset({"content", "snippet", "text"})
+SPACE_NOTE = " `@project` (this repository) and `@user` are resolved by the adapter before sending."
+
+
+def tool_name(verb: Verb) -> str:
+    """`memory.add` → `memory_add`."""
+    return verb.name.replace(".", "_")
+
+
+EXPOSED: dict[str, Verb] = {tool_name(v): v for v in VERBS if v.mcp}
+
+
+def hints(verb: Verb) -> dict[str, bool]:
+    """All four hints, explicitly: the protocol's defaults would call every tool destructive and open-world."""
+    read_only = bool(verb.annotations.get("readOnlyHint", not verb.writes))
+    return {
+        "readOnlyHint": read_only,
+        "destructiveHint": bool(verb.annotations.get("destructiveHint", verb.name in DESTRUCTIVE)),
+        "idempotentHint": bool(verb.annotations.get("idempotentHint", read_only or verb.name in IDEMPOTENT)),
+        "openWorldHint": False,
+    }
+
+
+def param_schema(p: Param) -> dict[str, Any]:
+    """One param as JSON Schema; byte bounds stay in the description (maxLength counts characters)."""
+    schema: dict[str, Any] = {"type": p.type, "description": p.help}
+    if p.choices:
+        schema["enum"] = list(p.choices)
+    if p.minimum is not None:
+        schema["minimum"] = p.minimum
+    if p.maximum is not None:
+        schema["maximum"] = p.maximum
+    if p.default is not None:
+        schema["default"] = p.default
+    if p.type == "array":
+        schema["items"] = ITEMS.get(p.items, {"type": "string"})
+    if _is_space(p) and "@project" not in p.help:
+        schema["description"] += SPACE_NOTE
+    return schema
+
+
+def input_schema(verb: Verb) -> dict[str, Any]:
+    """The tool's input: an object of the verb's params; unknown members are refused by the daemon."""
+    required = [p.name for p in verb.params if p.required and (verb.name, p.name) not in CLIENT_DEFAULTS]
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {p.name: param_schema(p) for p in verb.params},
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _is_space(p: Param) -> bool:
+    return p.format == "space" or p.items == "space"
+
+
+def prepare(verb: Verb, arguments: dict[str, Any], cwd: str, team_spaces: list[str]) -> dict[str, Any]:
+    """Wire params: `@project`/`@user` resolved from `cwd`; recall's `spaces` defaulted to the read path."""
+    params = dict(arguments)
+    for p in verb.params:
+        value = params.get(p.name)
+        if p.type == "string" and _is_space(p) and isinstance(value, str):
+            params[p.name] = placeholder(value, cwd)
+        elif p.type == "array" and _is_space(p) and isinstance(value, list):
+            params[p.name] = [placeholder(v, cwd) if isinstance(v, str) else v for v in value]
+    if (verb.name, "spaces") in CLIENT_DEFAULTS and "spaces" not in params:
+        params["spaces"] = read_path(cwd, team_spaces)
+    return params
+
+
+def carries_memory_text(verb: Verb, ok: Any) -> bool:
+    """Whether a result hands memory text to the model: the verb says so, or the result holds text fields."""
+    return TRUST_SENTENCE in verb.summary or _has_text(ok)
+
+
+def _has_text(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(k in TEXT_KEYS or _has_text(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_text(v) for v in value)
+    return False
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, ASCII only: no raw line separators or bidi characters reach the model's text."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+
+
+def result_text(verb: Verb, ok: dict[str, Any]) -> str:
+    """The text block of a result: the JSON, after the untrusted-data sentence when it carries memory text."""
+    body = dumps(ok)
+    return f"{TRUST_SENTENCE}\n{body}" if carries_memory_text(verb, ok) else body

@@ -1,0 +1,185 @@
+"""Durability and erasure (SPEC 0, 2.5, C02): acknowledged writes survive kill -9; purge leaves no bytes behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import apsw
+
+from conftest import Home, wait_for
+
+WRITERS = 4
+
+# Each writer adds memories in a loop and appends every acknowledged add to its file (fsynced before
+# the next request). On any error it reconnects and retries the same text: a safe retry (SPEC 6.2).
+WRITER = r"""
+import json, os, sys, time
+from hivemem.client import DaemonClient
+from hivemem.errors import HivememError
+
+name, ack_path, stop_path = sys.argv[1:4]
+out = os.open(ack_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+client, i, errors = None, 0, 0
+while not os.path.exists(stop_path):
+    content = f"writer {name} item {i} " + "payload " * (i % 7)
+    try:
+        if client is None:
+            client = DaemonClient(token="@owner")
+        result = client.call("memory.add", space="load", content=content)
+    except (HivememError, OSError, ValueError) as exc:
+        errors += 1
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        if client is not None:
+            client.close()
+        client = None
+        time.sleep(0.01)
+        continue
+    os.write(out, (json.dumps({"id": result["id"], "content": content}) + "\n").encode())
+    os.fsync(out)
+    i += 1
+sys.stderr.write(f"errors={errors}\n")
+"""
+
+
+def read_acks(paths: list[str]) -> list[dict[str, str]]:
+    acks = []
+    for path in paths:
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                acks += [json.loads(line) for line in f if line.endswith("\n")]
+    return acks
+
+
+def test_acknowledged_adds_survive_kill_9(home: Home) -> None:
+    home.ok("whoami")
+    work = os.path.join(home.base, "acks")
+    os.mkdir(work)
+    stop = os.path.join(work, "stop")
+    ack_files = [os.path.join(work, f"w{n}.jsonl") for n in range(WRITERS)]
+    env = dict(home.env)
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(n), ack_files[n], stop],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(WRITERS)
+    ]
+    killed = []
+    try:
+        for round_ in range(1, 4):
+            assert wait_for(lambda r=round_: len(read_acks(ack_files)) >= 60 * r, 60), "writers made no progress"
+            pid = home.daemon_pid()
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            assert wait_for(lambda p=pid: home.daemon_pid() not in (None, p), 30), "no daemon came back"
+        assert wait_for(lambda: len(read_acks(ack_files)) >= 240, 60)
+    finally:
+        with open(stop, "w"):
+            pass
+        stderr = [w.communicate(timeout=30)[1].decode() for w in writers]
+    assert all(w.returncode == 0 for w in writers), stderr
+    assert sum(int(e.rsplit("errors=", 1)[1]) for e in stderr) >= 1, "no writer saw the kill"
+    acks = read_acks(ack_files)
+    client = home.client()
+    try:
+        for ack in acks:
+            assert client.call("memory.get", id=ack["id"])["content"] == ack["content"], ack
+        stored = client.call("store.status")["memories"]
+    finally:
+        client.close()
+    assert len({a["id"] for a in acks}) == len(acks) <= stored
+    home.stop_daemon()
+    conn = apsw.Connection(home.paths.store, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+
+
+def data_files(*roots: str) -> Iterator[str]:
+    for root in roots:
+        for base, _, files in os.walk(root):
+            yield from (os.path.join(base, f) for f in files)
+
+
+def files_holding(needles: list[bytes], *roots: str) -> list[tuple[str, bytes]]:
+    hits = []
+    for path in data_files(*roots):
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f:
+            blob = f.read()
+        hits += [(path, n) for n in needles if n in blob]
+    return hits
+
+
+def make_backup(home: Home) -> str:
+    """A backup in backups/ made with `VACUUM INTO` while no daemon runs."""
+    home.stop_daemon()
+    backups = os.path.join(home.paths.data_dir, "backups")
+    os.makedirs(backups, mode=0o700, exist_ok=True)
+    dest = os.path.join(backups, "store.db.bak-test")
+    old = os.umask(0o077)
+    conn = apsw.Connection(home.paths.store)
+    try:
+        conn.execute("VACUUM INTO ?", (dest,))
+    finally:
+        conn.close()
+        os.umask(old)
+    return dest
+
+
+def test_purge_erases_every_byte_of_the_text(home: Home) -> None:
+    tail = uuid.uuid4().hex + "7"
+    marker = f"Qzvx{tail}"
+    needles = [marker.encode(), marker.lower().encode(), tail.encode()]
+    for i in range(12):
+        home.ok("memory", "add", "--space", "user", "--content", f"filler memory number {i} about quick things")
+    target = home.ok("memory", "add", "--space", "user", "--title", f"about {marker}",
+                     "--content", f"The secret phrase is {marker} and must go", "--tags", "purge-me")["id"]  # fmt: skip
+    for revision in (1, 2):
+        home.ok("memory", "update", "--id", target, "--revision", str(revision),
+                "--content", f"The secret phrase is {marker} revision {revision + 1}")  # fmt: skip
+    backup = make_backup(home)
+    assert files_holding(needles, os.path.dirname(backup)), "the backup should hold the text before purge"
+    assert home.ok("memory", "search", "--query", marker)["results"][0]["id"] == target
+    assert files_holding(needles, home.paths.data_dir), "the store should hold the text before purge"
+
+    assert home.ok("memory", "purge", "--id", target) == {"id": target}
+    roots = (home.paths.data_dir, home.paths.state)
+    assert files_holding(needles, *roots) == []
+    wal = home.paths.store + "-wal"
+    assert not os.path.exists(wal) or os.path.getsize(wal) == 0
+    missing = home.cli("memory", "get", "--id", target, "--include-deleted", "--json")
+    assert (missing.code, missing.json["error"]["code"]) == (3, "not_found.memory")
+    assert home.ok("memory", "search", "--query", marker)["results"] == []
+    assert home.ok("store", "status")["memories"] == 12
+
+    home.stop_daemon()
+    assert files_holding(needles, *roots) == []
+    number = int(target[1:])
+    for path, others in ((home.paths.store, 12), (backup, 12)):
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            assert conn.execute("SELECT count(*) FROM memories WHERE id = ?", (number,)).fetchall() == [(0,)]
+            assert conn.execute("SELECT count(*) FROM memory_versions WHERE memory = ?", (number,)).fetchall() == [(0,)]
+            assert conn.execute("SELECT count(*) FROM memories").fetchall() == [(others,)]
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        finally:
+            conn.close()
+    conn = apsw.Connection(home.paths.store, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        events = conn.execute("SELECT type, data FROM events WHERE memory = ? ORDER BY id", (number,)).fetchall()
+    finally:
+        conn.close()
+    assert [t for t, _ in events] == ["memory.added", "memory.updated", "memory.updated", "memory.purged"]
+    assert all(marker not in data and tail not in data for _, data in events)

@@ -1,0 +1,145 @@
+"""`hivemem setup HARNESS` and `hivemem skill [install]`: exact snippets, a SKILL.md from the manifest (C01)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+
+from conftest import Home, Result, mcp_session
+from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS
+
+CLIENT_ADD = (
+    "HIVEMEM_TOKEN=@owner hivemem client add --name {} "
+    """--grants '[{{"right":"read","scope":"*"}},{{"right":"write","scope":"*"}}]' --json"""
+)
+
+
+def run(home: Home, *args: str, user_home: str | None = None) -> Result:
+    """`hivemem ARGS` with HOME pointed at `user_home` (default: an empty directory in the test home)."""
+    env = {**home.env, "HOME": user_home or os.path.join(home.base, "user")}
+    os.makedirs(env["HOME"], exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "hivemem", *args], capture_output=True, env=env, cwd=home.base,
+                          timeout=60, check=False)  # fmt: skip
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def json_blocks(text: str) -> list[Any]:
+    """Every top-level JSON object printed in `text` (a line `{` up to the matching line `}`)."""
+    blocks = re.findall(r"^\{\n.*?^\}$", text, flags=re.M | re.S)
+    return [json.loads(b) for b in blocks]
+
+
+def hook_commands(config: dict[str, Any]) -> dict[str, list[str]]:
+    return {
+        event: [h["command"] for group in groups for h in group["hooks"]] for event, groups in config["hooks"].items()
+    }
+
+
+def test_setup_claude_code_prints_the_exact_snippets(home: Home) -> None:
+    result = run(home, "setup", "claude-code")
+    assert result.code == 0, result
+    lines = result.out.splitlines()
+    assert "claude mcp add --scope user hivemem -e HIVEMEM_TOKEN=<token> -- hivemem mcp" in lines
+    assert CLIENT_ADD.format("claude-code") in lines
+    assert "hivemem skill install" in lines
+    assert "never in a committed project file" in result.out and "~/.claude/settings.json" in result.out
+    (hooks,) = json_blocks(result.out)
+    assert hook_commands(hooks) == {
+        "SessionStart": ["hivemem hook session-start --harness claude-code"],
+        "UserPromptSubmit": ["hivemem hook prompt-submit --harness claude-code"],
+    }
+
+
+def test_setup_codex_prints_the_exact_snippets(home: Home) -> None:
+    result = run(home, "setup", "codex")
+    assert result.code == 0, result
+    lines = result.out.splitlines()
+    assert "codex mcp add hivemem --env HIVEMEM_TOKEN=<token> -- hivemem mcp" in lines
+    assert CLIENT_ADD.format("codex") in lines
+    assert "only after you review and trust them" in result.out
+    (hooks,) = json_blocks(result.out)
+    assert hook_commands(hooks) == {
+        "SessionStart": ["hivemem hook session-start --harness codex"],
+        "UserPromptSubmit": ["hivemem hook prompt-submit --harness codex"],
+    }
+    assert TRUST_SENTENCE in result.out  # the AGENTS.md paragraph
+
+
+def test_setup_opencode_prints_the_mcp_entry_and_an_agents_paragraph(home: Home) -> None:
+    result = run(home, "setup", "opencode")
+    assert result.code == 0, result
+    (config,) = json_blocks(result.out)
+    assert config == {
+        "mcp": {
+            "hivemem": {"type": "local", "command": ["hivemem", "mcp"], "environment": {"HIVEMEM_TOKEN": "<token>"}}
+        }
+    }
+    assert CLIENT_ADD.format("opencode") in result.out.splitlines()
+    assert "## Shared memory (hivemem)" in result.out and TRUST_SENTENCE in result.out
+    assert "~/.config/opencode/opencode.json" in result.out
+
+
+def test_setup_edits_nothing_and_starts_no_daemon(home: Home) -> None:
+    user = os.path.join(home.base, "user")
+    for harness in ("claude-code", "codex", "opencode"):
+        assert run(home, "setup", harness, user_home=user).code == 0
+    assert os.listdir(user) == []
+    assert home.daemon_pid() is None
+    bad = run(home, "setup", "vim", "--json")
+    assert bad.code == 2 and json.loads(bad.out)["error"]["code"] == "invalid_params.usage"
+
+
+def test_skill_is_generated_from_the_manifest(home: Home) -> None:
+    result = run(home, "skill")
+    assert result.code == 0, result
+    text = result.out
+    front = re.match(r"---\nname: hivemem\ndescription: (?P<d>[^\n]+)\n---\n", text)
+    assert front is not None and ": " not in front["d"]  # a plain YAML scalar
+    assert TRUST_SENTENCE in text
+    for kind in KINDS:
+        assert f"| `{kind}` |" in text
+    exposed = {v.name.replace(".", "_") for v in VERBS if v.mcp}
+    listed = set(re.findall(r"^- `([a-z_]+)` \(CLI `hivemem [^`]+`\)", text, flags=re.M))
+    assert listed == exposed
+    mentioned = set(re.findall(r"`((?:memory|session|space|store|events)_[a-z_]+)`", text))
+    assert mentioned <= exposed  # the guidance names no tool that does not exist
+    for verb in VERBS:
+        if not verb.mcp:
+            assert f"`{verb.name.replace('.', '_')}`" not in text
+
+
+def test_cli_mcp_and_skill_name_the_same_tools(home: Home) -> None:
+    async def tools() -> set[str]:
+        async with mcp_session(home) as s:
+            return {t.name for t in (await s.list_tools()).tools}
+
+    names = anyio.run(tools)
+    text = run(home, "skill").out
+    for name in names:
+        assert f"- `{name}` (CLI `" in text
+        verb = next(v for v in VERBS if v.name.replace(".", "_") == name)
+        group, _, command = verb.name.rpartition(".")
+        args = [*([group] if group else []), command.replace("_", "-"), "--help"]
+        assert run(home, *args).code == 0, args
+
+
+def test_skill_install_writes_under_home(home: Home) -> None:
+    user = os.path.join(home.base, "user")
+    result = run(home, "skill", "install", "--json", user_home=user)
+    assert result.code == 0, result
+    path = os.path.join(user, ".claude", "skills", "hivemem", "SKILL.md")
+    assert json.loads(result.out) == {"path": path}
+    with open(path, encoding="utf-8") as f:
+        assert f.read().rstrip("\n") == run(home, "skill").out.rstrip("\n")
+    assert stat.S_IMODE(os.stat(path).st_mode) & 0o022 == 0
+    again = run(home, "skill", "install", user_home=user)
+    assert again.code == 0 and path in again.out
+    assert sorted(os.listdir(os.path.dirname(path))) == ["SKILL.md"]
+    assert home.daemon_pid() is None
