@@ -120,12 +120,20 @@ def test_duplicate_of_a_deleted_memory_is_a_new_memory(home: Home) -> None:
     assert add(home, "same text") == {"id": "m2", "revision": 1, "changed": True}
 
 
-def test_duplicate_of_an_archived_memory_echoes_its_status(home: Home) -> None:
-    if home.cli("memory", "archive", "--help").code != 0:
-        pytest.skip("memory.archive is not implemented yet")
-    add(home, "archived text")
-    home.ok("memory", "archive", "--id", "m1", "--revision", "1")
-    assert add(home, "archived text") == {"id": "m1", "revision": 2, "changed": False, "status": "archived"}
+@pytest.mark.parametrize("state", ["archived", "draft"])
+def test_duplicate_of_a_non_active_memory_echoes_its_status(home: Home, state: str) -> None:
+    import apsw
+
+    add(home, "parked text")
+    home.stop_daemon()
+    # No verb in this release makes a memory non-active (archive and capture come with governance),
+    # so the row is set as those verbs will leave it: not active, and out of the full-text index.
+    conn = apsw.Connection(home.paths.store)
+    conn.execute("UPDATE memories SET status = ? WHERE id = 1", (state,))
+    conn.execute("DELETE FROM memory_fts WHERE rowid = 1")
+    conn.close()
+    assert add(home, "parked text") == {"id": "m1", "revision": 1, "changed": False, "status": state}
+    assert add(home, "active text") == {"id": "m2", "revision": 1, "changed": True}
 
 
 def test_get_unknown_and_malformed_ids(home: Home) -> None:
@@ -149,6 +157,10 @@ def test_get_revision_returns_that_version_with_its_action(home: Home) -> None:
     assert (current["content"], current["title"], current["revision"]) == ("version two", "t3", 3)
     fails(home, "memory", "get", "--id", "m1", "--revision", "4", code="not_found.memory_revision", exit_code=3)
     fails(home, "memory", "get", "--id", "m1", "--revision", "0", code="invalid_params.range", exit_code=2)
+    home.ok("memory", "delete", "--id", "m1", "--revision", "3")
+    fails(home, "memory", "get", "--id", "m1", "--revision", "1", code="not_found.memory", exit_code=3)
+    old = home.ok("memory", "get", "--id", "m1", "--revision", "1", "--include-deleted")
+    assert (old["content"], old["action"]) == ("version one", "add")
 
 
 def test_versions_past_the_default_max_of_20_are_pruned(home: Home) -> None:
@@ -405,6 +417,7 @@ def test_search_filters_and_limit(home: Home) -> None:
     assert found(home, "zebra", "--tags", "x,y") == ["m2"]
     assert len(found(home, "zebra", "--limit", "2")) == 2
     fails(home, "memory", "search", "--query", "zebra", "--limit", "101", code="invalid_params.range", exit_code=2)
+    fails(home, "memory", "search", "--query", "zebra", "--kinds", "rumour", code="invalid_params.range", exit_code=2)
     fails(home, "memory", "search", "--query", "zebra", "--spaces", "Bad Space", code="invalid_params.space",
           exit_code=2)  # fmt: skip
 
@@ -665,3 +678,10 @@ def test_human_errors_go_to_stderr_with_nonzero_exit(home: Home, args: tuple[str
     assert result.code == exit_code, result
     assert result.out == ""
     assert code in result.err
+
+
+def test_values_may_start_with_a_dash(home: Home) -> None:
+    added = home.ok("memory", "add", "--space", "user", "--content", "-zebra leads with a dash", "--title", "-WIP")
+    assert home.ok("memory", "get", "--id", added["id"])["title"] == "-WIP"
+    hits = home.ok("memory", "search", "--query", "-zebra")["results"]
+    assert [h["id"] for h in hits] == [added["id"]]

@@ -107,15 +107,20 @@ def test_ttl_sets_expires_and_an_expired_token_is_denied(home: Home) -> None:
 
 def test_principal_numbers_increase_and_are_never_reused(home: Home) -> None:
     assert add_client(home, "a")["principal"] == "g1"
-    assert add_client(home, "b")["principal"] == "g2"
-    assert home.ok("client", "remove", "--name", "b") == {"client": "b", "principal": "g2"}
-    assert add_client(home, "c")["principal"] == "g3"
-    home.ok("client", "remove", "--name", "a")
-    home.ok("client", "remove", "--name", "c")
-    assert listed(home) == []
+    owner = home.client()
+    try:
+        assert owner.call("client.add", name="b", grants=READ_ALL)["principal"] == "g2"
+        assert owner.call("client.remove", name="b") == {"client": "b", "principal": "g2"}
+        assert owner.call("client.add", name="c", grants=READ_ALL)["principal"] == "g3"
+        owner.call("client.remove", name="a")
+        owner.call("client.remove", name="c")
+        assert owner.call("client.list") == {"clients": []}
+        assert owner.call("client.add", name="b", grants=READ_ALL)["principal"] == "g4"
+    finally:
+        owner.close()
     home.stop_daemon()
-    assert add_client(home, "a")["principal"] == "g4"
-    assert add_client(home, "b")["principal"] == "g5"
+    assert add_client(home, "a")["principal"] == "g5"
+    fails(home, "client", "remove", "--name", "nobody", code="not_found.client", exit_code=3)
 
 
 def test_list_shows_metadata_and_never_a_hash_or_token(home: Home) -> None:
@@ -169,8 +174,22 @@ def test_token_works_across_restarts_and_removal_is_revoked_across_restarts(home
     assert memory["author"] == {"principal": "g1", "label": "codex"}
 
 
-def test_remove_unknown_client_is_not_found(home: Home) -> None:
-    fails(home, "client", "remove", "--name", "nobody", code="not_found.client", exit_code=3)
+@pytest.mark.xfail(
+    reason="docs/security.md: `client remove` revokes the token at once; a connection that said hello before the "
+    "removal keeps its principal and grants until it closes",
+    strict=True,
+)
+def test_removal_also_cuts_off_a_connection_already_open(home: Home) -> None:
+    token = add_client(home, "codex", EVERYTHING)["token"]
+    client = home.client(token)
+    try:
+        assert client.call("whoami")["principal"] == "g1"
+        home.ok("client", "remove", "--name", "codex")
+        with pytest.raises(HivememError) as caught:
+            client.call("memory.add", space="user", content="written after removal")
+        assert caught.value.code == "denied.token"
+    finally:
+        client.close()
 
 
 def test_client_verbs_as_a_client_or_unknown_are_denied_admin(home: Home) -> None:
@@ -189,14 +208,22 @@ def test_client_verbs_as_a_client_or_unknown_are_denied_admin(home: Home) -> Non
 def test_rights_beyond_read_and_write_are_refused_and_nothing_is_created(home: Home) -> None:
     add_client(home, "first")
     before = listed(home)
-    events = home.ok("events", "--limit", "1000")
-    for right in ("spawn", "admin", "READ", "", "read,write"):
-        grants = [{"right": "read", "scope": "*"}, {"right": right, "scope": "*"}]
-        error = fails(home, "client", "add", "--name", "second", "--grants", json.dumps(grants),
-                      code="invalid_params.client_right", exit_code=2)  # fmt: skip
-        assert error["data"]["param"] == "grants"
-    assert listed(home) == before
-    assert home.ok("events", "--limit", "1000") == events
+    owner = home.client()
+    try:
+        events = owner.call("events.list", limit=1000)
+        for right in ("spawn", "admin", "READ", "", "read,write", "*"):
+            grants = [{"right": "read", "scope": "*"}, {"right": right, "scope": "*"}]
+            if right in ("spawn", "admin"):
+                error = fails(home, "client", "add", "--name", "second", "--grants", json.dumps(grants),
+                              code="invalid_params.client_right", exit_code=2)  # fmt: skip
+                assert error["data"]["param"] == "grants"
+            with pytest.raises(HivememError) as caught:
+                owner.call("client.add", name="second", grants=grants)
+            assert (caught.value.code, caught.value.data["param"]) == ("invalid_params.client_right", "grants")
+        assert owner.call("client.list")["clients"] == before
+        assert owner.call("events.list", limit=1000) == events
+    finally:
+        owner.close()
     assert add_client(home, "third")["principal"] == "g2"
 
 
@@ -226,23 +253,35 @@ BAD_GRANTS = [
 def test_bad_grants_are_refused_with_exit_2_and_nothing_created(home: Home) -> None:
     add_client(home, "first")
     before = listed(home)
-    for grants, code in BAD_GRANTS:
-        result = home.cli("client", "add", "--name", "second", "--grants", grants, "--json")
-        assert result.code == 2, (grants, result)
-        error = result.json["error"]
-        assert error["code"] in ((code,) if code else ("invalid_params.grant_scope", "invalid_params.type")), error
-        assert error["data"]["param"] == "grants"
-    assert listed(home) == before
+    through_cli = {'[{"right":"read","scope":"space:../x"}]', '[{"right":"read","scope":"space:*"}]',
+                   '[{"right":"read","scope":"session:s0"}]', '[{"right":"read"}]', '["read:*"]',
+                   '{"right":"read","scope":"*"}', "read"}  # fmt: skip
     owner = home.client()
     try:
-        for grants in ({"right": "read", "scope": "*"}, "*", 5, [{"right": "read", "scope": 1.5}], [None]):
+        for grants, code in BAD_GRANTS:
+            codes = (code,) if code else ("invalid_params.grant_scope", "invalid_params.type")
+            if grants in through_cli:
+                result = home.cli("client", "add", "--name", "second", "--grants", grants, "--json")
+                assert result.code == 2, (grants, result)
+                error = result.json["error"]
+                assert error["code"] in codes, (grants, error)
+                assert error["data"]["param"] == "grants"
+            try:
+                value = json.loads(grants)
+            except ValueError:
+                continue
             with pytest.raises(HivememError) as caught:
-                owner.call("client.add", name="second", grants=grants)
-            assert caught.value.code in ("invalid_params.type", "invalid_params.grant_scope"), grants
+                owner.call("client.add", name="second", grants=value)
+            assert caught.value.code in codes, (grants, caught.value.code)
             assert caught.value.data["param"] == "grants"
+        for value in ("*", 5, [{"right": "read", "scope": 1.5}], [None], [{"right": "read", "scope": ["*"]}]):
+            with pytest.raises(HivememError) as caught:
+                owner.call("client.add", name="second", grants=value)
+            assert caught.value.code in ("invalid_params.type", "invalid_params.grant_scope"), value
+            assert caught.value.data["param"] == "grants"
+        assert owner.call("client.list")["clients"] == before
     finally:
         owner.close()
-    assert listed(home) == before
     assert add_client(home, "third")["principal"] == "g2"
 
 
@@ -297,9 +336,9 @@ def test_malformed_and_wrong_tokens_are_invalid_and_never_unknown(home: Home) ->
             assert error.code == "denied.token", (wrong, verb, error.code)
             assert error.data["reason"] == "invalid", (wrong, error.data)
     for wrong in ("hm1.g1.", "hm1.g1." + other, "hm1.g1." + secret[:42]):
-        error = fails(home, "memory", "search", "--query", "readable", code="denied.token", exit_code=4, token=wrong)
-        assert error["data"]["reason"] == "invalid"
-        assert "readable by unknown" not in json.dumps(error)
+        shown = fails(home, "memory", "search", "--query", "readable", code="denied.token", exit_code=4, token=wrong)
+        assert shown["data"]["reason"] == "invalid"
+        assert "readable by unknown" not in json.dumps(shown)
     assert refused(home, token) is None
 
 

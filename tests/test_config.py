@@ -72,8 +72,8 @@ def test_set_as_owner_validates_writes_0600_and_reloads_the_daemon(home: Home) -
         {"right": "read", "scope": "space:user"}
     ]
     assert len(home.ok("memory", "search", "--query", "readable", token=None)["results"]) == 1
-    assert home.ok("config", "set", "--key", "daemon.startup", "--value", "explicit") == {"key": "daemon.startup",
-                                                                                         "value": "explicit"}  # fmt: skip
+    startup = home.ok("config", "set", "--key", "daemon.startup", "--value", "explicit")
+    assert startup == {"key": "daemon.startup", "value": "explicit"}
     assert home.ok("config", "set", "--key", "memory.max_versions", "--value", "5")["value"] == 5
     assert home.ok("config", "get", "--key", "grants.unknown")["value"] == [{"right": "read", "scope": "space:user"}]
     with open(home.paths.config, "rb") as f:

@@ -211,7 +211,7 @@ def test_follow_streams_new_events_and_keeps_the_daemon_up(home: Home) -> None:
         pid = home.daemon_pid()
         assert pid is not None
         # idle timeout is 1 s, but a follower is connected: the daemon must stay up
-        assert not wait_for(lambda: home.daemon_pid() is None, 3.0)
+        assert not wait_for(lambda: home.daemon_pid() is None, 2.0)
         assert home.daemon_pid() == pid
         assert proc.poll() is None
     finally:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Home, Result
+from conftest import Home, Result, wait_for
 from envelopes import mask, parse
 
 EVENT = {"session-start": "SessionStart", "prompt-submit": "UserPromptSubmit"}
@@ -240,7 +240,9 @@ def test_unreachable_daemon_with_explicit_startup_fails_open(home: Home, repo: s
 def test_a_hook_starts_the_daemon_on_demand(home: Home, repo: str) -> None:
     result = hook(home, "session-start", {"cwd": repo})
     assert (result.code, result.out, result.err) == (0, "", "")
-    assert home.daemon_pid() is not None and log_lines(home) == []
+    # On a slow machine the start may outlast the hook's budget; the daemon still comes up for the next hook.
+    assert wait_for(lambda: home.daemon_pid() is not None)
+    assert all(e["reason"].startswith("unavailable.") for e in log_lines(home))
 
 
 @pytest.fixture

@@ -284,3 +284,37 @@ def test_null_optionals_are_absent(home: Home) -> None:
             assert "title" not in await ok(s, "memory_get", id=added["id"])
 
     run(main)
+
+
+def test_recall_defaults_to_the_fixed_read_path(home: Home) -> None:
+    repo = os.path.join(home.base, "api")
+    os.makedirs(os.path.join(repo, ".git"))
+    home.ok("memory", "add", "--space", "project/api", "--kind", "convention", "--content", "Deploys use make release")
+    home.ok("memory", "add", "--space", "user", "--kind", "preference", "--content", "Prefers make targets for release")
+    home.ok("memory", "add", "--space", "project/other", "--content", "Release notes go in make docs")
+
+    async def main() -> None:
+        async with mcp_session(home, cwd=repo) as s:
+            recalled = await ok(s, "memory_recall", query="make release")
+            assert recalled["count"] == 2
+            assert '"space":"project/api"' in recalled["text"] and '"space":"user"' in recalled["text"]
+            assert "project/other" not in recalled["text"]
+
+    run(main)
+
+
+def test_concurrent_calls_share_one_connection(home: Home) -> None:
+    async def main() -> None:
+        async with mcp_session(home) as s:
+            results: list[Any] = []
+
+            async def add(n: int) -> None:
+                results.append(await ok(s, "memory_add", space="user", content=f"parallel note {n}"))
+
+            async with anyio.create_task_group() as tg:
+                for n in range(8):
+                    tg.start_soon(add, n)
+            assert sorted(int(r["id"][1:]) for r in results) == list(range(1, 9))
+            assert len((await ok(s, "memory_list"))["memories"]) == 8
+
+    run(main)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Home
+from conftest import XDG, Home, Result
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
@@ -57,15 +61,42 @@ FTS_SYNTAX = [
 ]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Home]:
+    """One home for read-only query cases: m1 titled zebra, m2 punctuation only."""
+    home = Home(tempfile.mkdtemp(prefix="hm-", dir="/tmp"))
+    with pytest.MonkeyPatch.context() as mp:
+        for key in [k for k in os.environ if k.startswith("HIVEMEM_")]:
+            mp.delenv(key)
+        for var in XDG:
+            mp.setenv(var, home.env[var])
+        home.ok("memory", "add", "--space", "user", "--title", "zebra", "--content", "a zebra and a horse")
+        home.ok("memory", "add", "--space", "user", "--content", '* ( " ) -- :: … ^ punctuation only')
+        try:
+            yield home
+        finally:
+            home.stop_daemon()
+            shutil.rmtree(home.base, ignore_errors=True)
+
+
+def cli_search(home: Home, query: str) -> Result:
+    # `-` on the command line means "read stdin", so that query travels through stdin; `--query=X` because
+    # argparse would take a separate `-zebra` for an option.
+    if query == "-":
+        return home.cli("memory", "search", "--query", "-", "--json", stdin=query)
+    return home.cli("memory", "search", f"--query={query}", "--json")
+
+
 @pytest.mark.parametrize("query", FTS_SYNTAX)
-def test_fts5_syntax_is_plain_text_never_an_error(home: Home, query: str) -> None:
-    home.ok("memory", "add", "--space", "user", "--title", "zebra", "--content", "a zebra and a horse")
-    # `-` on the command line means "read stdin", so that query travels through stdin.
-    # `--query=X`: argparse would take a separate `-zebra` for an option.
-    result = home.ok("memory", "search", "--query", "-", stdin=query) if query == "-" else \
-        home.ok("memory", "search", f"--query={query}")  # fmt: skip
-    assert result["mode"] == "fts"
-    assert isinstance(result["results"], list)
+def test_fts5_syntax_is_plain_text_never_an_error(shared: Home, query: str) -> None:
+    result = cli_search(shared, query)
+    assert result.code == 0, result
+    assert result.json["mode"] == "fts"
+    found = [h["id"] for h in result.json["results"]]
+    if any(re.findall(r"\w+", token.lower()) in (["zebra"], ["horse"]) for token in query.split()):
+        assert "m1" in found  # a plain word next to the syntax still matches as a word
+    if query.partition(":")[0] in ("title", "content", "tags", "memory_fts"):
+        assert found == []  # as a column filter it would have matched m1; as text it is the phrase "title zebra"
 
 
 def test_column_filter_is_a_phrase_not_a_filter(client: DaemonClient) -> None:
@@ -188,19 +219,21 @@ def test_tokens_without_word_characters_are_dropped(client: DaemonClient) -> Non
 
 
 @pytest.mark.parametrize("query", ["*", '"', "(", ")", "-", '* ( " ) -- ::', "…", "^"])
-def test_query_without_word_characters_matches_nothing(home: Home, query: str) -> None:
-    home.ok("memory", "add", "--space", "user", "--content", '* ( " ) -- :: … ^ punctuation only')
-    result = home.ok("memory", "search", "--query", "-", stdin=query)  # stdin: `-` itself is a query here
-    assert result == {"mode": "fts", "results": []}
+def test_query_without_word_characters_matches_nothing(shared: Home, query: str) -> None:
+    result = cli_search(shared, query)
+    assert result.code == 0, result
+    assert result.json == {"mode": "fts", "results": []}
 
 
 @pytest.mark.parametrize("query", ["", " ", "   \t\n ", "\u3000", "\u2028"])
-def test_blank_query_is_invalid_params_query(home: Home, query: str) -> None:
-    home.ok("memory", "add", "--space", "user", "--content", "anything")
-    result = home.cli("memory", "search", "--query", query, "--json")
+def test_blank_query_is_invalid_params_query(shared: Home, query: str) -> None:
+    result = shared.cli("memory", "search", "--query", query, "--json")
     assert result.code == 2, result
     assert result.json["error"]["code"] == "invalid_params.query"
     assert result.json["error"]["data"]["param"] == "query"
+    human = shared.cli("memory", "search", "--query", query)
+    assert human.code == 2
+    assert "invalid_params.query" in human.err
 
 
 def test_query_length_bound(client: DaemonClient) -> None:

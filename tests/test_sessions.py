@@ -105,8 +105,8 @@ def test_start_needs_write_on_session_star(home: Home, owner: DaemonClient, clie
     assert (error["data"]["right"], error["data"]["resource"], error["data"]["principal"]) == ("write", "session:*",
                                                                                                "g1")  # fmt: skip
     fails(home, "session", "start", "--harness", "codex", code="denied.write", exit_code=4, token=None)
-    error = raises(clients(one_session), "session.start", harness="codex")
-    assert (error.code, error.data["resource"]) == ("denied.write", "session:*")
+    refused = raises(clients(one_session), "session.start", harness="codex")
+    assert (refused.code, refused.data["resource"]) == ("denied.write", "session:*")
     assert session_count(owner) == 0
     assert start(clients(starter)) == "s1"
     assert start(clients(everything)) == "s2"
@@ -117,6 +117,12 @@ def test_start_needs_write_on_session_star(home: Home, owner: DaemonClient, clie
     assert clients(starter).call("session.end", session="s1")["changed"] is True
     assert raises(clients(starter), "session.get", session="s2").code == "not_found.session"
     assert names(clients(starter).call("session.list")["sessions"]) == ["s1"]
+    # starting under a parent needs read on it: an unreadable parent answers like an absent one
+    hidden = raises(clients(starter), "session.start", harness="codex", parent="s2", relation="fork")
+    absent = raises(clients(starter), "session.start", harness="codex", parent="s9", relation="fork")
+    assert (hidden.code, hidden.data) == ("not_found.session", {"session": "s2"})
+    assert hidden.message.replace("s2", "<s>") == absent.message.replace("s9", "<s>")
+    assert start(clients(starter), parent="s1", relation="continue") == "s4"
 
 
 def test_repeat_start_returns_the_same_session_and_ignores_other_params(home: Home, owner: DaemonClient) -> None:
@@ -179,10 +185,10 @@ def test_invalid_lineage_params(home: Home, owner: DaemonClient) -> None:
         ({"harness": "tab\there"}, None, "harness"),
         ({"harness": 5}, "invalid_params.type", "harness"),
     ):
-        error = raises(owner, "session.start", **{"harness": "codex", **params})
-        assert error.code.startswith("invalid_params."), (params, error.code)
-        assert code is None or error.code == code, (params, error.code)
-        assert error.data["param"] == param, (params, error.data)
+        invalid = raises(owner, "session.start", **{"harness": "codex", **params})
+        assert invalid.code.startswith("invalid_params."), (params, invalid.code)
+        assert code is None or invalid.code == code, (params, invalid.code)
+        assert invalid.data["param"] == param, (params, invalid.data)
     assert session_count(owner) == 1
     assert start(owner, "h" * 64, cwd="/" + "a" * 4095) == "s2"
 

@@ -237,6 +237,26 @@ def test_replies_are_ascii_json_lines(home: Home, connect: Any) -> None:
     assert json.loads(line)["ok"]["content"] == text
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"id": "s", "verb": "memory.add", "params": {"space": "user", "content": "a\\ud800b"}}\n',
+        b'{"id": "s", "verb": "memory.add", "params": {"space": "user", "content": "\\udc00"}}\n',
+        b'{"id": "s", "verb": "memory.add", "params": {"space": "user", "content": "x", "title": "\\ude00\\ud83d"}}\n',
+        b'{"id": "s", "verb": "memory.add", "params": {"space": "user", "content": "caf\xe9"}}\n',
+    ],
+)
+def test_lone_surrogates_and_bad_bytes_are_encoding_errors(home: Home, connect: Any, line: bytes) -> None:
+    raw = connect()
+    raw.hello(owner_key(home))
+    raw.send(line)
+    assert error_of(raw.reply()) == "invalid_params.encoding"
+    assert raw.call("store.status")["ok"]["memories"] == 0
+    raw.send(b'{"id": "pair", "verb": "memory.add", "params": {"space": "user", "content": "\\ud83d\\ude00"}}\n')
+    assert raw.reply()["ok"]["changed"] is True  # a surrogate pair is one valid character
+    assert raw.call("memory.get", {"id": "m1"})["ok"]["content"] == "\U0001f600"
+
+
 # framing
 
 

@@ -159,13 +159,18 @@ def spawn_and_connect(where: paths.Paths, budget: float) -> socket.socket:
 
     read_end, write_end = os.pipe()
     try:
-        subprocess.Popen(
+        starter = subprocess.Popen(
             [sys.executable, "-m", "hivemem", "serve", "--on-demand", "--ready-fd", str(write_end)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             cwd="/", env=paths.daemon_env(), pass_fds=(write_end,), start_new_session=True,
         )  # fmt: skip
     finally:
         os.close(write_end)
+    try:  # the daemon double-forks: this process exits as soon as the interpreter has started
+        starter.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    except subprocess.TimeoutExpired:
+        starter.kill()
+        starter.wait()
     try:
         message = _read_readiness(read_end, deadline)
     finally:

@@ -65,12 +65,27 @@ def verb_parser(verb: Verb, prog: str) -> Parser:
     return parser
 
 
+def attach_values(verb: Verb, args: list[str]) -> list[str]:
+    """`--query -zebra` → `--query=-zebra`: a value may start with a dash (argparse would take it for a flag)."""
+    takes_value = {f"--{flag(p.name)}" for p in verb.params if p.type != "boolean"}
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in takes_value and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1] != "-":
+            out.append(f"{args[i]}={args[i + 1]}")
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
 def run_verb(verb: Verb, args: list[str]) -> int:
     group, name = command_name(verb)
     parser = verb_parser(verb, f"hivemem {group} {name}".replace("  ", " ").strip())
     json_mode = "--json" in args
     try:
-        ns = vars(parser.parse_args(args))
+        ns = vars(parser.parse_args(attach_values(verb, args)))
         json_mode = ns.pop("json")
         params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
         result = call(verb.name, params)

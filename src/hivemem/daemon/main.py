@@ -36,6 +36,12 @@ def reload() -> tuple[config_mod.Config, Limits]:
 
 def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     """Run the daemon in the foreground; returns the exit code (run by hand, start-up errors are raised)."""
+    if on_demand and os.fork() > 0:
+        # Double fork: the starting client reaps this parent at once, the daemon is re-parented to init,
+        # so no client (a long-lived MCP adapter, a test runner) is left with a zombie or a child to wait for.
+        os._exit(0)
+    if on_demand:
+        os.setsid()  # its own session, as SPEC 6.1 says, not the starter's
     os.umask(0o077)
     os.chdir("/")
     try:

@@ -16,12 +16,13 @@ from mcp.server.stdio import stdio_server
 
 from hivemem import __version__
 from hivemem.client import DaemonClient
-from hivemem.errors import Failed, HivememError, InvalidParams, Unavailable, Unsupported
+from hivemem.errors import Failed, HivememError, InvalidParams, Unsupported
 from hivemem.manifest import TRUST_SENTENCE, Verb
 from hivemem.mcp import tools
 from hivemem.protocol import MAX_FRAME, encode
 
 log = logging.getLogger("hivemem.mcp")
+BROKEN = ("unavailable.daemon_gone", "failed.protocol")  # the connection is unusable after these
 
 INSTRUCTIONS = (
     "hivemem is a memory store shared by agents and people. Search it (memory_search) before answering "
@@ -47,8 +48,9 @@ class Connection:
                 raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
             try:
                 return client.request(verb.name, params)
-            except Unavailable:
-                self._drop()  # never resend a started request; the next call reconnects
+            except HivememError as exc:
+                if exc.code in BROKEN:
+                    self._drop()  # never resend a started request; the next call reconnects
                 raise
 
     def _connected(self) -> DaemonClient:
