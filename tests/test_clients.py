@@ -174,11 +174,6 @@ def test_token_works_across_restarts_and_removal_is_revoked_across_restarts(home
     assert memory["author"] == {"principal": "g1", "label": "codex"}
 
 
-@pytest.mark.xfail(
-    reason="docs/security.md: `client remove` revokes the token at once; a connection that said hello before the "
-    "removal keeps its principal and grants until it closes",
-    strict=True,
-)
 def test_removal_also_cuts_off_a_connection_already_open(home: Home) -> None:
     token = add_client(home, "codex", EVERYTHING)["token"]
     client = home.client(token)

@@ -40,6 +40,7 @@ def dispatch(store: Store, principal: Principal, name: str, params: Any) -> dict
     """Run one verb for `principal`: params are validated first, then authorized, then handled."""
     verb = verb_for(name)
     p = validate(verb, params if params is not None else {}, store.limits.max_content_bytes)
+    client_store.recheck(store.conn, principal)  # a removed or expired client is cut off mid-connection
     if verb.right == "admin" and not principal.is_owner:
         raise denied(principal, "admin", verb.name)
     return HANDLERS[verb.name](store, principal, p)

@@ -60,9 +60,9 @@ def _require_owner(key_path: str) -> None:
         with open(key_path, encoding="ascii") as f:
             f.read(1)
     except OSError:
-        raise Denied(
-            "admin", "config set needs a readable owner key", right="admin", resource="config", fix=fix
-        ) from None
+        why = "config set needs a readable owner key; the daemon creates it at first start"
+        first = "hivemem space list  # any call that reaches the daemon starts it once, creating owner.key"
+        raise Denied("admin", why, right="admin", resource="config", fix=first) from None
 
 
 def _reload_running_daemon() -> None:

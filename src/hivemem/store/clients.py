@@ -140,6 +140,17 @@ def authenticate(conn: apsw.Connection, token: str, owner_key: str, unknown_gran
     return _client(conn, who, secret)
 
 
+def recheck(conn: apsw.Connection, principal: Principal) -> None:
+    """A client's token stays valid only while its row exists and has not expired (checked per request)."""
+    if principal.is_owner or principal.id == "unknown":
+        return
+    row = one(conn, "SELECT expires FROM clients WHERE principal = ?", (principal.id,))
+    if row is None:
+        raise _denied("revoked")
+    if row[0] is not None and row[0] <= now():
+        raise _denied("expired")
+
+
 def _client(conn: apsw.Connection, who: str, secret: str) -> Principal:
     row = one(conn, "SELECT name, grants, token_hash, expires FROM clients WHERE principal = ?", (who,))
     if row is None:
