@@ -19,6 +19,7 @@ import pytest
 
 from hivemem import paths
 from hivemem.client import DaemonClient
+from hivemem.errors import HivememError
 
 XDG = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
 
@@ -155,3 +156,64 @@ async def mcp_session(home: Home, token: str | None = "@owner", cwd: str | None 
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session
+
+
+def fails(home: Home, *args: str, code: str, exit_code: int, token: str | None = "@owner") -> dict[str, Any]:
+    """Run a --json command that must fail with `code`; return the error object."""
+    result = home.cli(*args, "--json", token=token)
+    assert result.code == exit_code, result
+    error = result.json["error"]
+    assert error["code"] == code, error
+    assert set(error) == {"code", "message", "data"}
+    return dict(error)
+
+
+def raises(client: DaemonClient, verb: str, **params: Any) -> HivememError:
+    """Call `verb`, which must fail; return its error."""
+    with pytest.raises(HivememError) as caught:
+        client.call(verb, **params)
+    return caught.value
+
+
+def client_token(owner: DaemonClient, name: str, grants: list[tuple[str, str]]) -> str:
+    """Create a client with (right, scope) grants through an owner connection; return its token."""
+    token = owner.call("client.add", name=name, grants=[{"right": r, "scope": s} for r, s in grants])["token"]
+    assert isinstance(token, str)
+    return token
+
+
+class Clients:
+    """In-process connections by token, closed at the end of the test."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.open: dict[str, DaemonClient] = {}
+
+    def __call__(self, token: str) -> DaemonClient:
+        if token not in self.open:
+            self.open[token] = self.home.client(token)
+        return self.open[token]
+
+    def close(self) -> None:
+        for client in self.open.values():
+            client.close()
+
+
+@pytest.fixture
+def owner(home: Home) -> Iterator[DaemonClient]:
+    """An owner connection; the daemon is started by the CLI first."""
+    home.ok("whoami")
+    client = home.client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def clients(home: Home, owner: DaemonClient) -> Iterator[Clients]:
+    made = Clients(home)
+    try:
+        yield made
+    finally:
+        made.close()

@@ -408,8 +408,10 @@ def test_bad_space_through_the_cli(home: Home) -> None:
     assert home.ok("store", "status") == before
 
 
-def test_unknown_flag_is_a_usage_error(home: Home) -> None:
+def test_unknown_flag_is_an_unknown_param(home: Home) -> None:
+    """SPEC 10: an unknown param is invalid_params.unknown with data.param, on the CLI as on the wire."""
     result = home.cli("memory", "add", "--space", "user", "--content", "x", "--colour", "red", "--json")
     assert result.code == 2
-    assert result.json["error"]["code"] == "invalid_params.usage"
+    assert result.json["error"]["code"] == "invalid_params.unknown"
+    assert result.json["error"]["data"]["param"] == "colour"
     assert home.ok("store", "status")["memories"] == 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Home, Result, wait_for
+from conftest import Home, Result, fails, wait_for
 from hivemem import __version__
 
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -23,17 +23,6 @@ def add(home: Home, content: str, space: str = "user", *args: str) -> dict[str, 
     result = home.ok("memory", "add", "--space", space, "--content", content, *args)
     assert isinstance(result, dict)
     return result
-
-
-def fails(home: Home, *args: str, code: str, exit_code: int, token: str | None = "@owner") -> dict[str, Any]:
-    """Run a --json command that must fail with `code`; return the error object."""
-    result = home.cli(*args, "--json", token=token)
-    assert result.code == exit_code, result
-    error = result.json["error"]
-    assert error["code"] == code, error
-    assert set(error) == {"code", "message", "data"}
-    assert isinstance(error["data"], dict)
-    return dict(error)
 
 
 def status(home: Home) -> dict[str, Any]:
@@ -665,7 +654,7 @@ def test_human_output_is_readable(home: Home) -> None:
     [
         (("memory", "get", "--id", "m404"), 3, "not_found.memory"),
         (("memory", "get"), 2, "invalid_params.missing"),
-        (("memory", "get", "--id", "m1", "--bogus", "1"), 2, "invalid_params.usage"),
+        (("memory", "get", "--id", "m1", "--bogus", "1"), 2, "invalid_params.unknown"),
         (("memory", "nonsense"), 2, "invalid_params.usage"),
         (("memory", "purge", "--id", "m1"), 4, "denied.admin"),
     ],

@@ -9,23 +9,13 @@ from typing import Any
 
 import pytest
 
-from conftest import Home, wait_for
+from conftest import Home, fails, wait_for
 from hivemem.errors import HivememError
 
 TOKEN = re.compile(r"^hm1\.(g[1-9][0-9]*)\.([A-Za-z0-9_-]{43})$")
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 READ_ALL = [{"right": "read", "scope": "*"}]
 EVERYTHING = [{"right": "read", "scope": "*"}, {"right": "write", "scope": "*"}]
-
-
-def fails(home: Home, *args: str, code: str, exit_code: int, token: str | None = "@owner") -> dict[str, Any]:
-    """Run a --json command that must fail with `code`; return the error object."""
-    result = home.cli(*args, "--json", token=token)
-    assert result.code == exit_code, result
-    error = result.json["error"]
-    assert error["code"] == code, error
-    assert set(error) == {"code", "message", "data"}
-    return dict(error)
 
 
 def add_client(home: Home, name: str, grants: list[dict[str, str]] | None = None, *args: str) -> dict[str, Any]:

@@ -7,23 +7,12 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
-from typing import Any
 
 import pytest
 
-from conftest import Home
+from conftest import Home, fails
 from hivemem.config import SETTINGS
 from hivemem.errors import HivememError
-
-
-def fails(home: Home, *args: str, code: str, exit_code: int, token: str | None = "@owner") -> dict[str, Any]:
-    """Run a --json command that must fail with `code`; return the error object."""
-    result = home.cli(*args, "--json", token=token)
-    assert result.code == exit_code, result
-    error = result.json["error"]
-    assert error["code"] == code, error
-    assert set(error) == {"code", "message", "data"}
-    return dict(error)
 
 
 def config_bytes(home: Home) -> bytes | None:

@@ -9,30 +9,18 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import apsw
 import pytest
 
-from conftest import Home, wait_for
+from conftest import Home, client_token, wait_for
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store.audit import verify_chain
 
 KEYS = {"id", "ts", "type", "principal", "label", "space", "memory", "session", "revision", "data"}
 REQUIRED = {"id", "ts", "type", "principal", "data"}
-
-
-@pytest.fixture
-def owner(home: Home) -> Iterator[DaemonClient]:
-    """An owner connection; the daemon is started by the CLI first."""
-    home.ok("whoami")
-    client = home.client()
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def events(home: Home, *args: str, token: str | None = "@owner") -> list[dict[str, Any]]:
@@ -46,16 +34,10 @@ def events(home: Home, *args: str, token: str | None = "@owner") -> list[dict[st
     return parsed
 
 
-def add_client(owner: DaemonClient, name: str, grants: list[tuple[str, str]]) -> str:
-    token = owner.call("client.add", name=name, grants=[{"right": r, "scope": s} for r, s in grants])["token"]
-    assert isinstance(token, str)
-    return token
-
-
 def test_events_print_one_object_per_line_without_text(home: Home, owner: DaemonClient) -> None:
     content_marker, query_marker = "zqxcontentmarker", "zqxquerymarker"
     session = owner.call("session.start", harness="codex")["session"]
-    token = add_client(owner, "codex", [("read", "*"), ("write", "*")])
+    token = client_token(owner, "codex", [("read", "*"), ("write", "*")])
     first = owner.call("memory.add", space="user", content=f"secret text {content_marker} one", session=session)
     owner.call("memory.update", id=first["id"], revision=1, content=f"changed {content_marker} two", title="a title")
     owner.call("memory.add", space="project/api", content=f"another {content_marker}")
@@ -91,8 +73,8 @@ def test_events_print_one_object_per_line_without_text(home: Home, owner: Daemon
 
 
 def test_client_events_are_for_the_owner_only(home: Home, owner: DaemonClient) -> None:
-    reader = add_client(owner, "reader", [("read", "*")])
-    add_client(owner, "other", [("read", "space:user")])
+    reader = client_token(owner, "reader", [("read", "*")])
+    client_token(owner, "other", [("read", "space:user")])
     owner.call("client.remove", name="other")
     owner.call("memory.add", space="user", content="a visible change")
     assert [e["type"] for e in events(home)] == ["client.added", "client.added", "client.removed", "memory.added"]
@@ -107,7 +89,7 @@ def test_client_events_are_for_the_owner_only(home: Home, owner: DaemonClient) -
 
 
 def test_a_client_sees_only_events_it_can_read(home: Home, owner: DaemonClient) -> None:
-    token = add_client(owner, "a-reader", [("read", "space:a"), ("write", "space:a"), ("write", "session:*")])
+    token = client_token(owner, "a-reader", [("read", "space:a"), ("write", "space:a"), ("write", "session:*")])
     hidden_session = owner.call("session.start", harness="codex")["session"]
     mine = home.client(token)
     try:
@@ -173,7 +155,7 @@ def test_follow_streams_new_events_and_keeps_the_daemon_up(home: Home) -> None:
     home.ok("whoami")
     setup = home.client()
     try:
-        token = add_client(setup, "follower", [("read", "space:a")])
+        token = client_token(setup, "follower", [("read", "space:a")])
         before = setup.call("memory.add", space="a", content="before the follower")
     finally:
         setup.close()
@@ -225,7 +207,7 @@ def test_follow_streams_new_events_and_keeps_the_daemon_up(home: Home) -> None:
 
 
 def test_follow_of_an_unreadable_space_is_denied(home: Home, owner: DaemonClient) -> None:
-    token = add_client(owner, "a-reader", [("read", "space:a")])
+    token = client_token(owner, "a-reader", [("read", "space:a")])
     result = home.cli("events", "--follow", "--spaces", "b", "--json", token=token)
     assert result.code == 4, result
     assert result.json["error"]["code"] == "denied.read"
@@ -237,7 +219,7 @@ def store_connection(home: Home, flags: int) -> apsw.Connection:
 
 def test_hash_chain_verifies_and_an_edited_event_breaks_it(home: Home, owner: DaemonClient) -> None:
     session = owner.call("session.start", harness="codex")["session"]
-    add_client(owner, "codex", [("read", "*")])
+    client_token(owner, "codex", [("read", "*")])
     memory = owner.call("memory.add", space="user", content="chained", session=session)["id"]
     owner.call("memory.update", id=memory, revision=1, content="chained twice")
     owner.call("memory.search", query="chained", record_usage=True)
@@ -278,7 +260,7 @@ def test_hash_chain_detects_a_deleted_event(home: Home, owner: DaemonClient) -> 
 
 
 def test_events_list_needs_no_admin_but_pages_per_row(home: Home, owner: DaemonClient) -> None:
-    token = add_client(owner, "a-reader", [("read", "space:a")])
+    token = client_token(owner, "a-reader", [("read", "space:a")])
     for i in range(6):
         owner.call("memory.add", space="a" if i % 2 else "b", content=f"paged {i}")
     client = home.client(token)

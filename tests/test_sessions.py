@@ -8,76 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from conftest import Home
+from conftest import Clients, Home, client_token, fails, raises
 from hivemem.client import DaemonClient
-from hivemem.errors import HivememError
 
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 OWNER = {"principal": "owner", "label": "owner"}
-
-
-@pytest.fixture
-def owner(home: Home) -> Iterator[DaemonClient]:
-    """An owner connection; the daemon is started by the CLI first."""
-    home.ok("whoami")
-    client = home.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-class Clients:
-    """In-process connections by token, closed at the end of the test."""
-
-    def __init__(self, home: Home) -> None:
-        self.home = home
-        self.open: dict[str, DaemonClient] = {}
-
-    def __call__(self, token: str) -> DaemonClient:
-        if token not in self.open:
-            self.open[token] = self.home.client(token)
-        return self.open[token]
-
-    def close(self) -> None:
-        for client in self.open.values():
-            client.close()
-
-
-@pytest.fixture
-def clients(home: Home, owner: DaemonClient) -> Iterator[Clients]:
-    made = Clients(home)
-    try:
-        yield made
-    finally:
-        made.close()
-
-
-def fails(home: Home, *args: str, code: str, exit_code: int, token: str | None = "@owner") -> dict[str, Any]:
-    """Run a --json command that must fail with `code`; return the error object."""
-    result = home.cli(*args, "--json", token=token)
-    assert result.code == exit_code, result
-    error = result.json["error"]
-    assert error["code"] == code, error
-    assert set(error) == {"code", "message", "data"}
-    return dict(error)
-
-
-def raises(client: DaemonClient, verb: str, **params: Any) -> HivememError:
-    with pytest.raises(HivememError) as caught:
-        client.call(verb, **params)
-    return caught.value
-
-
-def add_client(owner: DaemonClient, name: str, grants: list[tuple[str, str]]) -> str:
-    token = owner.call("client.add", name=name, grants=[{"right": r, "scope": s} for r, s in grants])["token"]
-    assert isinstance(token, str)
-    return token
 
 
 def start(client: DaemonClient, harness: str = "codex", **params: Any) -> str:
@@ -97,10 +34,10 @@ def session_count(owner: DaemonClient) -> int:
 
 
 def test_start_needs_write_on_session_star(home: Home, owner: DaemonClient, clients: Clients) -> None:
-    no_sessions = add_client(owner, "spaces-only", [("read", "*"), ("write", "space:user")])
-    one_session = add_client(owner, "one-session", [("read", "*"), ("write", "session:s1")])
-    starter = add_client(owner, "starter", [("write", "session:*")])
-    everything = add_client(owner, "everything", [("write", "*")])
+    no_sessions = client_token(owner, "spaces-only", [("read", "*"), ("write", "space:user")])
+    one_session = client_token(owner, "one-session", [("read", "*"), ("write", "session:s1")])
+    starter = client_token(owner, "starter", [("write", "session:*")])
+    everything = client_token(owner, "everything", [("write", "*")])
     error = fails(home, "session", "start", "--harness", "codex", code="denied.write", exit_code=4, token=no_sessions)
     assert (error["data"]["right"], error["data"]["resource"], error["data"]["principal"]) == ("write", "session:*",
                                                                                                "g1")  # fmt: skip
@@ -120,7 +57,7 @@ def test_start_needs_write_on_session_star(home: Home, owner: DaemonClient, clie
     # starting under a parent needs read on it: an unreadable parent answers like an absent one
     hidden = raises(clients(starter), "session.start", harness="codex", parent="s2", relation="fork")
     absent = raises(clients(starter), "session.start", harness="codex", parent="s9", relation="fork")
-    assert (hidden.code, hidden.data) == ("not_found.session", {"session": "s2"})
+    assert (hidden.code, hidden.data) == ("not_found.session", {})
     assert hidden.message.replace("s2", "<s>") == absent.message.replace("s9", "<s>")
     assert start(clients(starter), parent="s1", relation="continue") == "s4"
 
@@ -207,8 +144,8 @@ def test_end_then_end_again(home: Home, owner: DaemonClient) -> None:
 def test_end_needs_write_on_the_session(home: Home, owner: DaemonClient, clients: Clients) -> None:
     other = start(owner)
     mine = start(owner)
-    reader = add_client(owner, "reader", [("read", "*")])
-    ender = add_client(owner, "ender", [("read", f"session:{mine}"), ("write", f"session:{mine}")])
+    reader = client_token(owner, "reader", [("read", "*")])
+    ender = client_token(owner, "ender", [("read", f"session:{mine}"), ("write", f"session:{mine}")])
     error = fails(home, "session", "end", "--session", other, code="denied.write", exit_code=4, token=reader)
     assert error["data"]["resource"] == f"session:{other}"
     assert raises(clients(""), "session.end", session=other).code == "denied.write"
@@ -248,7 +185,7 @@ def test_get_and_list_with_filters_and_paging(home: Home, owner: DaemonClient) -
 
 
 def test_list_and_get_show_only_readable_sessions(owner: DaemonClient, clients: Clients) -> None:
-    token = add_client(owner, "partial", [("read", "session:s2"), ("write", "session:*")])
+    token = client_token(owner, "partial", [("read", "session:s2"), ("write", "session:*")])
     for _ in range(3):
         start(owner)
     own = start(clients(token), "mine")
@@ -274,11 +211,11 @@ def test_chain_is_oldest_first_and_complete(home: Home, owner: DaemonClient) -> 
 def test_chain_through_an_unreadable_ancestor_is_truncated_and_reveals_nothing(
     home: Home, owner: DaemonClient, clients: Clients
 ) -> None:
-    alice = add_client(owner, "alice", [("write", "session:*")])
+    alice = client_token(owner, "alice", [("write", "session:*")])
     secret_root = start(clients(alice), "alice-secret-harness", cwd="/home/alice/secret")
     middle = start(owner, parent=secret_root, relation="fork")
     leaf = start(owner, parent=middle, relation="subagent")
-    carol = add_client(owner, "carol", [("read", f"session:{middle}"), ("read", f"session:{leaf}")])
+    carol = client_token(owner, "carol", [("read", f"session:{middle}"), ("read", f"session:{leaf}")])
     full = owner.call("session.chain", session=leaf)
     assert (names(full["chain"]), full["truncated"]) == ([secret_root, middle, leaf], False)
     result = home.cli("session", "chain", "--session", leaf, "--json", token=carol)
@@ -297,7 +234,7 @@ def test_chain_through_an_unreadable_ancestor_is_truncated_and_reveals_nothing(
     assert json.dumps(hidden.data).replace(secret_root, "<s>") == json.dumps(absent.data).replace("s9", "<s>")
     assert raises(clients(carol), "session.chain", session=secret_root).code == "not_found.session"
     # a readable root above an unreadable middle: the chain stops at the gap
-    dave = add_client(owner, "dave", [("read", f"session:{secret_root}"), ("read", f"session:{leaf}")])
+    dave = client_token(owner, "dave", [("read", f"session:{secret_root}"), ("read", f"session:{leaf}")])
     gap = clients(dave).call("session.chain", session=leaf)
     assert (names(gap["chain"]), gap["truncated"]) == ([leaf], True)
 
@@ -308,7 +245,7 @@ def test_purge_of_a_middle_session(home: Home, owner: DaemonClient, clients: Cli
     s3 = start(owner, parent=s2, relation="fork")
     memory = owner.call("memory.add", space="user", content="kept after purge", session=s2)["id"]
     assert owner.call("memory.get", id=memory)["session"] == s2
-    token = add_client(owner, "codex", [("read", "*"), ("write", "*")])
+    token = client_token(owner, "codex", [("read", "*"), ("write", "*")])
     fails(home, "session", "purge", "--session", s2, code="denied.admin", exit_code=4, token=token)
     assert home.ok("session", "purge", "--session", s2) == {"session": s2}
     assert raises(owner, "session.get", session=s2).code == "not_found.session"
@@ -329,16 +266,16 @@ def test_purge_of_a_middle_session(home: Home, owner: DaemonClient, clients: Cli
 
 
 def test_memory_add_with_an_unreadable_session_is_not_found(home: Home, owner: DaemonClient, clients: Clients) -> None:
-    alice = add_client(owner, "alice", [("write", "session:*")])
-    bob = add_client(owner, "bob", [("read", "space:b"), ("write", "space:b"), ("write", "session:*")])
+    alice = client_token(owner, "alice", [("write", "session:*")])
+    bob = client_token(owner, "bob", [("read", "space:b"), ("write", "space:b"), ("write", "session:*")])
     alices = start(clients(alice))
     bobs = start(clients(bob))
     before = owner.call("store.status")["memories"]
     error = fails(home, "memory", "add", "--space", "b", "--content", "with a session", "--session", alices,
                   code="not_found.session", exit_code=3, token=bob)  # fmt: skip
-    assert error["data"] == {"session": alices}
+    assert error["data"] == {}
     absent = raises(clients(bob), "memory.add", space="b", content="with a session", session="s99")
-    assert (absent.code, absent.data) == ("not_found.session", {"session": "s99"})
+    assert (absent.code, absent.data) == ("not_found.session", {})
     assert absent.message.replace("s99", "<s>") == error["message"].replace(alices, "<s>")
     assert owner.call("store.status")["memories"] == before
     memory = clients(bob).call("memory.add", space="b", content="with my session", session=bobs)
@@ -372,13 +309,13 @@ def test_search_and_list_along_a_session_chain(home: Home, owner: DaemonClient, 
     assert [h["fts_rank"] for h in cli] == [1, 2, 3]
     cli = home.ok("memory", "list", "--session", s3)["memories"]
     assert names(cli, "id") == [by_session[s3]]
-    carol = add_client(owner, "carol", [("read", "space:user"), ("read", f"session:{s2}"), ("read", f"session:{s3}")])
+    carol = client_token(owner, "carol", [("read", "space:user"), ("read", f"session:{s2}"), ("read", f"session:{s3}")])
     for view in (searched, listed):
         assert view(clients(carol), session=s3, lineage=True) == {by_session[s2], by_session[s3]}
     error = fails(home, "memory", "search", "--query", "lineage", "--session", s1, code="not_found.session",
                   exit_code=3, token=carol)  # fmt: skip
-    assert error["data"] == {"session": s1}
+    assert error["data"] == {}
     for session in (s1, "s99"):
         for verb, params in (("memory.search", {"query": "lineage"}), ("memory.list", {})):
             error_obj = raises(clients(carol), verb, session=session, lineage=True, **params)
-            assert (error_obj.code, error_obj.data) == ("not_found.session", {"session": session})
+            assert (error_obj.code, error_obj.data) == ("not_found.session", {})

@@ -13,6 +13,7 @@ from hivemem import paths
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store.migrations import check_header
+from hivemem.store.schema import VERSION as SCHEMA
 
 Check = dict[str, str]
 MIN_SQLITE = (3, 42, 0)
@@ -63,7 +64,9 @@ class Doctor:
             return check("store.schema", "fail", exc.message, "point store.path at a hivemem store")
         except OSError as exc:
             return check("store.schema", "fail", f"cannot read the store: {exc.strerror}")
-        return check("store.schema", "ok", f"schema version {version}" if version else "no store yet")
+        if not version:
+            return check("store.schema", "ok", f"no store yet; it will be created at schema version {SCHEMA}")
+        return check("store.schema", "ok", f"schema version {version}")
 
     def store_sqlite(self) -> Check:
         import apsw
@@ -139,7 +142,8 @@ class Doctor:
 
     def git_tracked(self) -> Check:
         tracked = _git_files()
-        hits = [f for f in tracked if os.path.basename(f) in TRACKED_NAMES or ".bak-v" in f or f.startswith("exports/")]
+        names = {*TRACKED_NAMES, *(os.path.basename(self.paths.store) + s for s in ("", "-wal", "-shm"))}
+        hits = [f for f in tracked if os.path.basename(f) in names or ".bak-v" in f or "exports/" in f]
         if hits:
             return check(
                 "git.tracked",

@@ -62,7 +62,7 @@ def _memory(store: Store, principal: Principal, ident: str, right: str) -> int:
     memory = int(ident[1:])
     space = memories.space_of(store.conn, memory)
     if space is None or not principal.can("read", space, memory):
-        raise NotFound("memory", f"{ident} not found", id=ident)
+        raise NotFound("memory", f"{ident} not found")
     if right != "read" and not principal.can(right, space, memory):
         raise denied(principal, right, f"memory:{ident}")
     return memory
@@ -193,6 +193,8 @@ def space_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[st
 
 
 def status(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    if not principal.is_owner and not any(g["right"] == "read" for g in principal.grants):
+        raise denied(principal, "read", "store")
     return listing.status(store.conn, store.path, store.sqlite_version)
 
 
@@ -219,6 +221,9 @@ def client_remove(store: Store, principal: Principal, p: dict[str, Any]) -> dict
 def session_start(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
     if not session_scope(principal, "write")[0]:
         raise denied(principal, "write", "session:*")
+    existing = sessions.existing(store.conn, p["harness"], p.get("harness_session"))
+    if existing is not None:  # SPEC 7: a repeat returns that session, ignoring other params
+        return {"session": sessions.sid(existing), "changed": False}
     if p.get("parent") and not p.get("relation"):
         raise InvalidParams("missing", "relation is required with parent", param="relation")
     if p.get("relation") and not p.get("parent"):
@@ -236,7 +241,8 @@ def session_end(store: Store, principal: Principal, p: dict[str, Any]) -> dict[s
 
 
 def session_get(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    return sessions.shape(sessions.require(store.conn, p["session"], readable_sessions(principal)))
+    see = readable_sessions(principal)
+    return sessions.shape(sessions.require(store.conn, p["session"], see), store.conn, see)
 
 
 def session_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]
 EVENT_TYPE_RE = re.compile(r"^[a-z]+\.[a-z_]+$")
 RELATIONS = ("continue", "fork", "subagent")
 MAX_TAGS = 16
+INT64 = 1 << 63
 PROVENANCE_BYTES = 2048
 PROVENANCE_KINDS = ("conversation", "file", "import", "cli", "mcp", "hook")
 SURFACES = ("cli", "mcp", "hook", "import", "web")
@@ -84,6 +85,8 @@ def check(p: Param, value: Any, max_content_bytes: int) -> Any:
     check_encoding(value, p.name)
     if p.choices and value not in p.choices:
         raise _range(p.name, f"must be one of {', '.join(p.choices)}", choices=list(p.choices))
+    if p.type == "integer" and not -INT64 <= value < INT64:
+        raise _range(p.name, "is out of range", min=p.minimum, max=p.maximum)
     if (p.minimum is not None and value < p.minimum) or (p.maximum is not None and value > p.maximum):
         raise _range(p.name, f"must be from {_num(p.minimum)} to {_num(p.maximum)}", min=p.minimum, max=p.maximum)
     if p.max_bytes is not None and nbytes(value) > p.max_bytes:
@@ -105,7 +108,7 @@ def _num(x: float | None) -> str:
 
 
 def _range(param: str, why: str, **data: Any) -> InvalidParams:
-    return InvalidParams("range", f"{param} {why}", param=param, **data)
+    return InvalidParams("range", f"{param} {why}", param=param, **{k: v for k, v in data.items() if v is not None})
 
 
 def content(param: str, value: str, max_bytes: int) -> str:
@@ -153,8 +156,8 @@ def timestamp(param: str, value: str) -> str:
     if not TIME_RE.match(value):
         raise InvalidParams("type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time")
     try:
-        moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
+        moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00")).astimezone(UTC)
+    except (ValueError, OverflowError):
         raise InvalidParams(
             "type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time"
         ) from None

@@ -35,6 +35,11 @@ class Parser(argparse.ArgumentParser):
     """argparse that raises a usage error instead of exiting, so --json can report it."""
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
+            if flags:  # SPEC 10: an unknown param is invalid_params.unknown, whatever the surface
+                name = flags[0][2:].split("=", 1)[0].replace("-", "_")
+                raise InvalidParams("unknown", f"{self.prog} has no --{flags[0][2:].split('=', 1)[0]}", param=name)
         raise InvalidParams("usage", message, usage=self.format_usage().strip())
 
 
@@ -80,6 +85,14 @@ def attach_values(verb: Verb, args: list[str]) -> list[str]:
     return out
 
 
+def default_read_path() -> list[str]:
+    """SPEC 3: clients default recall's spaces to the fixed read path, [@project, user, *team spaces]."""
+    from hivemem.config import load
+    from hivemem.spaces import read_path
+
+    return read_path(None, load()["recall.team_spaces"])
+
+
 def run_verb(verb: Verb, args: list[str]) -> int:
     group, name = command_name(verb)
     parser = verb_parser(verb, f"hivemem {group} {name}".replace("  ", " ").strip())
@@ -88,6 +101,8 @@ def run_verb(verb: Verb, args: list[str]) -> int:
         ns = vars(parser.parse_args(attach_values(verb, args)))
         json_mode = ns.pop("json")
         params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
+        if verb.name == "memory.recall" and "spaces" not in params:
+            params["spaces"] = default_read_path()
         result = call(verb.name, params)
     except HivememError as exc:
         return output.error(exc, json_mode)

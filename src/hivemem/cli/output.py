@@ -62,9 +62,15 @@ def result(verb: str, ok: dict[str, Any], json_mode: bool) -> int:
 def _write(stream: Any, text: str) -> None:
     """Write text; characters the terminal cannot encode are escaped rather than crashing."""
     data = (text + "\n").encode("utf-8", "backslashreplace")
-    stream.flush()
-    stream.buffer.write(data)
-    stream.flush()
+    try:
+        stream.flush()
+        stream.buffer.write(data)
+        stream.flush()
+    except BrokenPipeError:  # `hivemem events | head`: the reader has gone, which is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        raise SystemExit(0) from None
 
 
 def human(verb: str, ok: dict[str, Any]) -> str:

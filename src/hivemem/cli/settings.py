@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from hivemem.cli import output
 from hivemem.cli.main import Parser
 from hivemem.errors import Denied, HivememError, InvalidParams
@@ -44,18 +46,20 @@ def _set(args: list[str], json_mode: bool) -> int:
     ns = parser.parse_args(args)
     current = config.load()
     where = paths.resolve(current["store.path"], current.path)
-    _require_owner(where.owner_key)
+    _require_owner(where.owner_key, where.store)
     value = config.set_value(current.path, ns.key, ns.value)
     _reload_running_daemon()
     return output.result("config.set", {"key": ns.key, "value": value}, json_mode)
 
 
-def _require_owner(key_path: str) -> None:
+def _require_owner(key_path: str, store_path: str) -> None:
     from hivemem import paths
 
     fix = "HIVEMEM_TOKEN=@owner hivemem config set ...  # as the user who owns the store"
     if paths.token() != "@owner":
         raise Denied("admin", "config set needs HIVEMEM_TOKEN=@owner", right="admin", resource="config", fix=fix)
+    if not os.path.lexists(key_path) and not os.path.lexists(store_path):
+        return  # a fresh home: no store and no owner yet, so whoever configures it first is the owner-to-be
     try:
         with open(key_path, encoding="ascii") as f:
             f.read(1)

@@ -107,8 +107,8 @@ class Server:
         state: dict[str, Any] = {"principal": None}
         try:
             await self._lines(reader, writer, state)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the peer went away, or the daemon is stopping: nothing left to answer
         finally:
             self._writers.discard(writer)
             writer.close()

@@ -34,7 +34,7 @@ def hints(verb: Verb) -> dict[str, bool]:
     return {
         "readOnlyHint": read_only,
         "destructiveHint": bool(verb.annotations.get("destructiveHint", verb.name in DESTRUCTIVE)),
-        "idempotentHint": bool(verb.annotations.get("idempotentHint", read_only or verb.name in IDEMPOTENT)),
+        "idempotentHint": bool(verb.annotations.get("idempotentHint", verb.name in IDEMPOTENT)),
         "openWorldHint": False,
     }
 

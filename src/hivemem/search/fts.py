@@ -27,7 +27,8 @@ def tokens(query: str) -> list[str]:
     """Query tokens after dropping no-word tokens, stopword-only tokens and repeats."""
     if not query.strip():
         raise InvalidParams("query", "the query is empty", param="query")
-    worded = [t for t in query.split() if WORD.search(t)]
+    # FTS5 reads its query as a C string, so a NUL separates tokens like whitespace does.
+    worded = [t for t in query.replace("\x00", " ").split() if WORD.search(t)]
     stop = stopwords()
     kept: list[str] = []
     seen: set[str] = set()
@@ -42,8 +43,7 @@ def tokens(query: str) -> list[str]:
 
 def match_expression(words: list[str]) -> str:
     """Each token as an FTS5 string, `"` doubled, joined with OR: never query syntax."""
-    # FTS5 reads its query as a C string: a NUL would end it mid-string ("unterminated string"), so it separates.
-    return " OR ".join('"' + w.replace('"', '""').replace("\x00", " ") + '"' for w in words)
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 RANKED = """

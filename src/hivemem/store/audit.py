@@ -32,6 +32,14 @@ def event_object(row: Row) -> dict[str, Any]:
     }
 
 
+def canonical(row: Row) -> dict[str, Any]:
+    """The event as hashed (SPEC 8.5): the columns as stored, `data` parsed, absent values null."""
+    keys = ("id", "ts", "type", "principal", "label", "space", "memory", "session", "revision", "data")
+    event = dict(zip(keys, row[:10], strict=True))
+    event["data"] = json.loads(event["data"])
+    return event
+
+
 def link(previous: bytes, event: dict[str, Any]) -> bytes:
     """SHA-256 of the previous chain followed by the canonical JSON of this event."""
     canonical = json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -55,7 +63,7 @@ def append(
     eid = (int(seq[0]) if seq else 0) + 1
     payload = json.dumps(data or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     row = (eid, now(), etype, actor.id, actor.label, space, memory, session, revision, payload)
-    chain = link(bytes(last[0]) if last else ZERO, event_object(row))
+    chain = link(bytes(last[0]) if last else ZERO, canonical(row))
     conn.execute(f"INSERT INTO events({COLUMNS}, chain) VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*row, chain))
     return eid
 
@@ -69,7 +77,7 @@ def verify_chain(conn: apsw.Connection) -> int | None:
     """The id of the first event whose chain does not verify, or None."""
     previous = ZERO
     for row in conn.execute(f"SELECT {COLUMNS}, chain FROM events ORDER BY id"):
-        expected = link(previous, event_object(row))
+        expected = link(previous, canonical(row))
         if expected != bytes(row[10]):
             return int(row[0])
         previous = expected

@@ -99,7 +99,7 @@ def load(conn: apsw.Connection, memory: int, *, include_deleted: bool = False) -
     """The memories row, or not_found.memory (a deleted one is absent unless asked for)."""
     row = one(conn, f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory,))
     if row is None or (row[21] is not None and not include_deleted):
-        raise NotFound("memory", f"{mid(memory)} not found", id=mid(memory))
+        raise NotFound("memory", f"{mid(memory)} not found")
     return row
 
 
@@ -274,9 +274,11 @@ def restore(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
             dup = _live_duplicate(conn, f["space"], sha256(f["content"]))
             if dup is not None:
                 raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
-        f["status"] = "active"
-        _bump(conn, f, actor, "deleted = NULL, status = 'active'", ())
-        _index(conn, memory, f["title"], f["content"], f["tags"])
+        if f["deleted"] is None:  # un-archive
+            f["status"] = "active"
+        _bump(conn, f, actor, "deleted = NULL, status = ?", (f["status"],))
+        if f["status"] == "active":
+            _index(conn, memory, f["title"], f["content"], f["tags"])
         _version(conn, limits, f, "restore", actor)
         audit.append(conn, "memory.restored", actor, space=f["space"], memory=memory, revision=f["revision"])
     return {"id": mid(memory), "revision": f["revision"]}
@@ -287,7 +289,7 @@ def purge(conn: apsw.Connection, actor: Principal, memory: int) -> str:
     with atomic(conn):
         row = one(conn, "SELECT space, revision FROM memories WHERE id = ?", (memory,))
         if row is None:
-            raise NotFound("memory", f"{mid(memory)} not found", id=mid(memory))
+            raise NotFound("memory", f"{mid(memory)} not found")
         _unindex(conn, memory)
         conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
         audit.append(conn, "memory.purged", actor, space=row[0], memory=memory, revision=row[1])

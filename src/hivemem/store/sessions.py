@@ -25,13 +25,13 @@ def sid(n: int) -> str:
     return f"s{n}"
 
 
-def shape(row: Row) -> dict[str, Any]:
-    """A sessions row as the JSON Session of SPEC 7; absent members omitted."""
+def shape(row: Row, conn: apsw.Connection | None = None, visible: Visible | None = None) -> dict[str, Any]:
+    """A sessions row as the JSON Session of SPEC 7; absent members omitted, an unreadable parent too."""
     n, harness, harness_session, parent, relation, cwd, principal, label, started, ended = row
     out: dict[str, Any] = {"session": sid(n), "harness": harness}
     if harness_session is not None:
         out["harness_session"] = harness_session
-    if parent is not None:
+    if parent is not None and _parent_visible(conn, int(parent), visible):
         out["parent"] = sid(parent)
     if relation is not None:
         out["relation"] = relation
@@ -44,6 +44,13 @@ def shape(row: Row) -> dict[str, Any]:
     return out
 
 
+def _parent_visible(conn: apsw.Connection | None, parent: int, visible: Visible | None) -> bool:
+    if conn is None or visible is None:
+        return True
+    found = row(conn, parent)
+    return found is not None and visible(parent, str(found[6]))
+
+
 def row(conn: apsw.Connection, n: int) -> Row | None:
     return one(conn, f"SELECT {COLUMNS} FROM sessions WHERE id = ?", (n,))
 
@@ -52,8 +59,16 @@ def require(conn: apsw.Connection, session: str, visible: Visible | None = None)
     """The session row, or not_found.session (also when the caller cannot read it)."""
     found = row(conn, number(session))
     if found is None or (visible is not None and not visible(int(found[0]), str(found[6]))):
-        raise NotFound("session", f"{session} not found", session=session)
+        raise NotFound("session", f"{session} not found")
     return found
+
+
+def existing(conn: apsw.Connection, harness: str, harness_session: str | None) -> int | None:
+    """The session already recorded for (harness, harness_session), if any."""
+    if harness_session is None:
+        return None
+    found = one(conn, "SELECT id FROM sessions WHERE harness = ? AND harness_session = ?", (harness, harness_session))
+    return int(found[0]) if found else None
 
 
 def start(conn: apsw.Connection, actor: Principal, p: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +84,7 @@ def start(conn: apsw.Connection, actor: Principal, p: dict[str, Any]) -> dict[st
                 return {"session": sid(int(existing[0])), "changed": False}
         parent = number(p["parent"]) if p.get("parent") else None
         if parent is not None and row(conn, parent) is None:
-            raise NotFound("session", f"{p['parent']} not found", session=p["parent"])
+            raise NotFound("session", f"{p['parent']} not found")
         conn.execute(
             "INSERT INTO sessions(harness, harness_session, parent, relation, cwd, principal, label, started) "
             "VALUES (?,?,?,?,?,?,?,?)",
@@ -94,7 +109,7 @@ def end(conn: apsw.Connection, actor: Principal, n: int) -> dict[str, Any]:
     with atomic(conn):
         found = row(conn, n)
         if found is None:
-            raise NotFound("session", f"{sid(n)} not found", session=sid(n))
+            raise NotFound("session", f"{sid(n)} not found")
         if found[9] is not None:
             return {"session": sid(n), "ended": found[9], "changed": False}
         ended = now()
@@ -107,7 +122,7 @@ def purge(conn: apsw.Connection, actor: Principal, n: int) -> dict[str, Any]:
     """Remove the row: children keep `relation` and lose `parent`; memories lose `session`."""
     with atomic(conn):
         if row(conn, n) is None:
-            raise NotFound("session", f"{sid(n)} not found", session=sid(n))
+            raise NotFound("session", f"{sid(n)} not found")
         conn.execute("DELETE FROM sessions WHERE id = ?", (n,))
         audit.append(conn, "session.purged", actor, session=n)
     return {"session": sid(n)}
@@ -128,7 +143,7 @@ def chain(conn: apsw.Connection, n: int, visible: Visible) -> dict[str, Any]:
             break
         current = row(conn, int(current[3]))
         truncated = current is None
-    return {"chain": [shape(r) for r in reversed(rows)], "truncated": truncated}
+    return {"chain": [shape(r, conn, visible) for r in reversed(rows)], "truncated": truncated}
 
 
 def lineage(conn: apsw.Connection, n: int, visible: Visible) -> list[int]:
@@ -158,4 +173,7 @@ def list_sessions(
             if len(found) > limit:
                 break
     page = found[:limit]
-    return {"sessions": [shape(r) for r in page], "next": sid(int(page[-1][0])) if len(found) > limit else None}
+    return {
+        "sessions": [shape(r, conn, visible) for r in page],
+        "next": sid(int(page[-1][0])) if len(found) > limit else None,
+    }
