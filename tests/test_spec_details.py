@@ -169,3 +169,20 @@ def test_config_set_works_on_a_fresh_home(home: Home) -> None:
     code, err = error(home, "memory", "list")
     assert (code, err["code"], err["data"]["fix"]) == (6, "unavailable.not_running", "hivemem serve")
     assert home.daemon_pid() is None
+
+
+def test_tombstones_are_removed_at_daemon_start_after_tombstone_days(home: Home) -> None:
+    """SPEC 2.5: tombstones and their versions are removed after memory.tombstone_days, at daemon start."""
+    home.ok("memory", "add", "--space", "user", "--content", "kept")
+    home.ok("memory", "add", "--space", "user", "--content", "tombstoned")
+    home.ok("memory", "delete", "--id", "m2", "--revision", "1")
+    home.stop_daemon()
+    assert home.ok("memory", "get", "--id", "m2", "--include-deleted")["deleted"]  # default 30 days: still there
+    home.stop_daemon()
+    home.config("[memory]\ntombstone_days = 0\n")
+    assert home.ok("store", "status")["deleted"] == 0
+    code, err = error(home, "memory", "get", "--id", "m2", "--include-deleted")
+    assert (code, err["code"]) == (3, "not_found.memory")
+    assert home.ok("memory", "get", "--id", "m1")["content"] == "kept"
+    assert home.ok("store", "status")["versions"] == 1
+    assert [e["type"] for e in home.ok("events", "list", "--types", "memory.deleted")["events"]] == ["memory.deleted"]
