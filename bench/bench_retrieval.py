@@ -8,7 +8,9 @@ space per conversation (`locomo/conv-26`). Duplicate content in a space returns 
 (changed: false); that id then stands for every corpus id with that text. Each query runs
 memory.search with spaces=[its conversation's space], limit 10. Baseline in the same run: plain
 SQLite FTS5 bm25 (porter unicode61, one table per conversation, OR of quoted tokens, stopwords dropped
-with hivemem's tokens()). Reference: the stopwords-dropped rows of data/README.md.
+with hivemem's tokens()), and the same over one shared table filtered by conversation after MATCH (what
+one hivemem store with many spaces does: term statistics are shared across conversations); hivemem
+should rank exactly like the shared table. Reference: the stopwords-dropped rows of data/README.md.
 
     .venv/bin/python bench/bench_retrieval.py [--sets turns,observations,sessions]
 """
@@ -125,6 +127,34 @@ def run_plain(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list
     return ranks
 
 
+def run_shared(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[int | None]:
+    """Plain FTS5 bm25 over one table for every conversation, filtered after MATCH, duplicates merged."""
+    conn = apsw.Connection(":memory:")
+    conn.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(text, conv UNINDEXED, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    rowid_of: dict[tuple[str, str], int] = {}
+    ids: dict[int, list[str]] = defaultdict(list)
+    with conn:
+        for doc in docs:
+            key = (doc["conversation"], doc["text"])
+            if key not in rowid_of:
+                conn.execute("INSERT INTO t(text, conv) VALUES (?, ?)", key[::-1])
+                rowid_of[key] = conn.last_insert_rowid()
+            ids[rowid_of[key]].append(doc["id"])
+    ranks: list[int | None] = []
+    for q in queries:
+        words = fts.tokens(q["query"])
+        rows = []
+        if words:
+            rows = conn.execute(
+                "SELECT rowid FROM t WHERE t MATCH ? AND conv = ? ORDER BY bm25(t), rowid DESC LIMIT 10",
+                (fts.match_expression(words), q["conversation"]),
+            ).fetchall()
+        ranks.append(first_gold_rank([ids[r[0]] for r in rows], set(q["gold_ids"])))
+    return ranks
+
+
 def evaluate(root: Path, name: str, keep: bool) -> dict[str, Any]:
     corpus, qfile = SETS[name]
     docs = bl.read_jsonl(root / corpus)
@@ -132,7 +162,8 @@ def evaluate(root: Path, name: str, keep: bool) -> dict[str, Any]:
     print(f"{name}: {len(docs):,} memories, {len(queries):,} queries ...", file=sys.stderr, flush=True)
     hm = run_hivemem(docs, queries, keep)
     plain = run_plain(docs, queries)
-    return {"name": name, "docs": len(docs), "queries": queries, "hm": hm, "plain": plain}
+    shared = run_shared(docs, queries)
+    return {"name": name, "docs": len(docs), "queries": queries, "hm": hm, "plain": plain, "shared": shared}
 
 
 def report(results: list[dict[str, Any]]) -> bool:
@@ -154,6 +185,14 @@ def report(results: list[dict[str, Any]]) -> bool:
 
     rows = []
     for r in results:
+        same = sum(a == b for a, b in zip(r["hm"]["ranks"], r["shared"], strict=True))
+        rows.append((r["name"], *scores(r["shared"]), *scores(r["hm"]["ranks"]), f"{same}/{len(r['shared'])}"))
+    print("hivemem vs plain FTS5 over one shared table filtered after MATCH (same run): same ranking expected.\n")
+    bl.table(("set", "shared R@5", "shared R@10", "shared MRR@10", "hm R@5", "hm R@10", "hm MRR@10",
+              "queries with identical first-gold rank"), rows)  # fmt: skip
+
+    rows = []
+    for r in results:
         by_cat: dict[str, list[int]] = defaultdict(list)
         for i, q in enumerate(r["queries"]):
             by_cat[q["category"]].append(i)
@@ -161,10 +200,11 @@ def report(results: list[dict[str, Any]]) -> bool:
             idx = by_cat[cat]
             hm = scores([r["hm"]["ranks"][i] for i in idx])
             plain = scores([r["plain"][i] for i in idx])
-            rows.append((r["name"], cat, len(idx), *hm, *plain))
-    print("Per category.\n")
+            shared = scores([r["shared"][i] for i in idx])
+            rows.append((r["name"], cat, len(idx), *hm, *plain, shared[0]))
+    print("Per category (plain = per-conversation tables; shared = one table).\n")
     bl.table(("set", "category", "queries", "hm R@5", "hm R@10", "hm MRR@10", "plain R@5", "plain R@10",
-              "plain MRR@10"), rows)  # fmt: skip
+              "plain MRR@10", "shared R@5"), rows)  # fmt: skip
 
     rows = []
     for r in results:

@@ -51,7 +51,9 @@ SELECT m.id, bm25(memory_fts, 5.0, 1.0, 3.0) AS r
 FROM memory_fts JOIN memories m ON m.id = memory_fts.rowid
 WHERE memory_fts MATCH ? AND {where}
 ORDER BY r, m.id DESC LIMIT ?"""
-SNIPPET = "SELECT snippet(memory_fts, 1, '', '', '…', 64) FROM memory_fts WHERE memory_fts MATCH ? AND rowid = ?"
+SNIPPETS = (
+    "SELECT rowid, snippet(memory_fts, 1, '', '', '…', 64) FROM memory_fts WHERE memory_fts MATCH ? AND rowid IN ({})"
+)
 
 
 def ranked(conn: apsw.Connection, query: str, flt: Filter, limit: int = LIST_MAX) -> list[tuple[int, float]]:
@@ -64,7 +66,9 @@ def ranked(conn: apsw.Connection, query: str, flt: Filter, limit: int = LIST_MAX
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def snippet(conn: apsw.Connection, query: str, memory: int) -> str:
-    """FTS5's snippet of content around the query's words."""
-    rows = all_rows(conn, SNIPPET, (match_expression(tokens(query)), memory))
-    return str(rows[0][0]) if rows else ""
+def snippets(conn: apsw.Connection, query: str, memories: list[int]) -> dict[int, str]:
+    """FTS5's snippet of content around the query's words, for each hit, in one query."""
+    if not memories:
+        return {}
+    sql = SNIPPETS.format(",".join("?" * len(memories)))
+    return {int(m): str(s) for m, s in all_rows(conn, sql, (match_expression(tokens(query)), *memories))}

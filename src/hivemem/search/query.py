@@ -20,11 +20,13 @@ def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str
     fts.tokens(query)  # an empty query is an error even when nothing could match
     ranked = fts.ranked(conn, query, flt)
     fused = rrf({"fts_rank": [m for m, _ in ranked]})[:limit]
-    rows = rows_by_id(conn, [m for m, _, _ in fused])
+    ids = [m for m, _, _ in fused]
+    rows = rows_by_id(conn, ids)
+    snippets = fts.snippets(conn, query, ids)
     results = []
     for memory, score, ranks in fused:
         hit = item(rows[memory])
-        hit["snippet"] = fts.snippet(conn, query, memory)
+        hit["snippet"] = snippets.get(memory, hit["snippet"])
         hit["score"] = score
         hit.update(ranks)
         results.append(hit)

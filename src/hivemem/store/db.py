@@ -16,13 +16,15 @@ REQUIRED = {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "secure_
 Row = tuple[Any, ...]
 
 
-def connect(path: str, *, readonly: bool = False) -> apsw.Connection:
+def connect(path: str, *, readonly: bool = False, page_size: int | None = None) -> apsw.Connection:
     """Open `path` with WAL, synchronous=FULL, foreign keys, secure delete and a busy timeout."""
     flags = apsw.SQLITE_OPEN_NOFOLLOW
     flags |= apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
         conn = apsw.Connection(path, flags=flags)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        if page_size is not None:  # only a new, empty file takes it; it must come before WAL
+            conn.execute(f"PRAGMA page_size = {int(page_size)}")
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL").fetchall()
         conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON")

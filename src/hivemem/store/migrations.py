@@ -73,7 +73,7 @@ def check_header(path: str) -> int:
 def open_and_migrate(path: str, backups: str) -> apsw.Connection:
     """Open the store for writing, creating or migrating it to the current version."""
     version = check_header(path)
-    conn = connect(path)
+    conn = connect(path, page_size=schema.PAGE_SIZE if version == 0 else None)
     for target, step in STEPS:
         if target <= version:
             continue

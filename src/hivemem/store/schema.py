@@ -4,6 +4,9 @@ from __future__ import annotations
 
 APPLICATION_ID = 1213615437  # "HVMM"
 VERSION = 1
+PAGE_SIZE = 8192  # rows of about 1 KB stay on their page in index b-trees (4096 spills them to overflow pages)
+# The capture-key index holds a 32-character prefix (lookups match the prefix, then the whole key on the row):
+# indexing the whole key would store every memory's normalized text a third time (docs/decisions.md D38).
 
 V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -38,7 +41,7 @@ CREATE TABLE memories (
   created TEXT NOT NULL, updated TEXT NOT NULL, deleted TEXT);
 CREATE UNIQUE INDEX memories_live_content ON memories(space, content_sha256) WHERE deleted IS NULL;
 CREATE INDEX memories_space ON memories(space, id) WHERE deleted IS NULL;
-CREATE INDEX memories_capture_key ON memories(space, capture_key, id) WHERE deleted IS NULL;
+CREATE INDEX memories_capture_key ON memories(space, substr(capture_key, 1, 32), id) WHERE deleted IS NULL;
 CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
 CREATE INDEX memories_review ON memories(review_after) WHERE deleted IS NULL AND review_after IS NOT NULL;
 
