@@ -9,6 +9,7 @@ import apsw
 
 from hivemem.errors import Unavailable
 from hivemem.store.db import atomic, connect
+from hivemem.store.memories import unindex
 
 
 def checkpoint(conn: apsw.Connection) -> None:
@@ -35,7 +36,7 @@ def scrub_backups(directory: str, memory: int) -> None:
             continue
         try:
             with atomic(conn):
-                conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (memory,))
+                unindex(conn, memory)
                 conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             conn.execute("VACUUM")

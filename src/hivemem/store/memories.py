@@ -114,7 +114,17 @@ def _index(conn: apsw.Connection, memory: int, title: str, content: str, tags: s
 
 
 def _unindex(conn: apsw.Connection, memory: int) -> None:
-    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (memory,))
+    """Drop the memory's index entry; call it before the row changes (the index reads the row's values)."""
+    unindex(conn, memory)
+
+
+def unindex(conn: apsw.Connection, memory: int) -> None:
+    """External-content FTS5 deletes need the indexed values, and only a live, active row is indexed."""
+    conn.execute(
+        "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
+        "FROM memories WHERE id = ? AND deleted IS NULL AND status = 'active'",
+        (memory,),
+    )
 
 
 def _fields(row: Row) -> dict[str, Any]:
@@ -226,6 +236,9 @@ def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
             dup = _live_duplicate(conn, f["space"], sha256(new["content"]))
             if dup is not None and dup[0] != memory:
                 raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
+        reindex = f["status"] == "active" and bool({"title", "content", "tags"} & new.keys())
+        if reindex:
+            _unindex(conn, memory)
         f.update(new, revision=f["revision"] + 1, updated=now())
         sets = ", ".join(f"{k} = ?" for k in new)
         extra = (sha256(f["content"]), capture_key(f["content"]))
@@ -234,8 +247,7 @@ def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
             "updated_label = ?, updated = ? WHERE id = ?",
             (*new.values(), *extra, f["revision"], actor.id, actor.label, f["updated"], memory),
         )
-        if f["status"] == "active" and {"title", "content", "tags"} & new.keys():
-            _unindex(conn, memory)
+        if reindex:
             _index(conn, memory, f["title"], f["content"], f["tags"])
         _version(conn, limits, f, "update", actor)
         data = {"fields": sorted(new)}
@@ -257,8 +269,8 @@ def delete(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
         f = _fields(load(conn, memory))
         _check_revision(memory, f["revision"], revision)
         deleted = now()  # the result's `deleted` must be the stored stamp, not a second clock read
-        _bump(conn, f, actor, "deleted = ?", (deleted,))
         _unindex(conn, memory)
+        _bump(conn, f, actor, "deleted = ?", (deleted,))
         _version(conn, limits, f, "delete", actor)
         audit.append(conn, "memory.deleted", actor, space=f["space"], memory=memory, revision=f["revision"])
     return {"id": mid(memory), "revision": f["revision"], "deleted": deleted}

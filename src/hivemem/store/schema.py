@@ -78,6 +78,7 @@ CREATE TABLE events (
 CREATE INDEX events_memory ON events(memory) WHERE memory IS NOT NULL;
 
 CREATE VIRTUAL TABLE memory_fts USING fts5(title, content, tags,
+  content = 'memories', content_rowid = 'id',
   tokenize = 'porter unicode61 remove_diacritics 2');
 INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
 """
