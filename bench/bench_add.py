@@ -1,7 +1,7 @@
 """memory.add over one persistent socket connection vs raw APSW doing the same inserts.
 
-Baseline: a fresh database with hivemem's V1 schema, WAL, synchronous=FULL (the SPEC 5.1 connection
-settings), one BEGIN IMMEDIATE/COMMIT per add holding INSERTs into memories, memory_fts,
+Baseline: a fresh database with hivemem's V1 schema (and its page size), WAL, synchronous=FULL (the SPEC 5.1
+connection settings), one BEGIN IMMEDIATE/COMMIT per add holding INSERTs into memories, memory_fts,
 memory_versions and events (with a SHA-256 chain). Both stores are pre-filled to the same size with
 the same texts; the measured adds alternate in rounds between baseline and hivemem so both see the
 same disk. Target: hivemem throughput >= 50% of the baseline.
@@ -21,6 +21,7 @@ import time
 import apsw
 
 import benchlib as bl
+from hivemem.store import schema
 from hivemem.store.schema import APPLICATION_ID, V1
 
 MEM_COLS = (
@@ -45,6 +46,9 @@ class RawStore:
 
     def __init__(self, path: str) -> None:
         self.conn = apsw.Connection(path)
+        page_size = getattr(schema, "PAGE_SIZE", None)  # the page size hivemem gives a new store, if it sets one
+        if page_size:
+            self.conn.execute(f"PRAGMA page_size = {int(page_size)}")
         self.conn.execute("PRAGMA journal_mode=WAL").fetchall()
         self.conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON")
         self.conn.set_busy_timeout(5000)

@@ -54,21 +54,15 @@ def plain_fts_bytes(path: str, texts: list[str]) -> int:
     return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
 
 
-def breakdown(store: str) -> dict[str, int]:
-    """Bytes per table family (indexes counted with their table) from dbstat."""
+def breakdown(store: str) -> list[tuple[str, int, int, int, int]]:
+    """(b-tree, bytes, payload bytes, unused bytes, overflow pages) per table and index, from dbstat."""
     conn = apsw.Connection(store, flags=apsw.SQLITE_OPEN_READONLY)
-    rows = conn.execute("SELECT d.name, s.tbl_name, sum(d.pgsize) FROM dbstat d "
-                        "LEFT JOIN sqlite_schema s ON s.name = d.name GROUP BY d.name").fetchall()  # fmt: skip
+    rows = conn.execute(
+        "SELECT name, sum(pgsize), sum(payload), sum(unused), sum(pagetype = 'overflow') FROM dbstat GROUP BY name "
+        "ORDER BY 2 DESC"
+    ).fetchall()
     conn.close()
-    out: dict[str, int] = {}
-    for name, table, size in rows:
-        family = table or name
-        if family.startswith("memory_fts"):
-            family = "memory_fts (all shadow tables)"
-        elif family.startswith("sqlite_"):
-            family = "sqlite internal"
-        out[family] = out.get(family, 0) + size
-    return out
+    return [(str(n), int(b), int(p), int(u), int(o)) for n, b, p, u, o in rows]
 
 
 def measure(shape: str, size: int, searches: int, keep: bool) -> dict[str, Any]:
@@ -147,12 +141,13 @@ def main() -> int:
     bl.table(("memories", "count", "avg bytes", "text MiB", "store MiB", "store/text", "target", "plain FTS5 MiB",
               "plain/text", "wal bytes"), rows)  # fmt: skip
 
-    print("Where the bytes are (dbstat, largest store of each shape), as multiples of the text bytes:\n")
+    print("Where the bytes are (dbstat per table and index, largest store of each shape; x text = bytes / text):\n")
     for shape in SHAPES:
         r = max((x for x in results if x["shape"] == shape), key=lambda x: x["size"])
-        parts = sorted(r["parts"].items(), key=lambda kv: -kv[1])
-        bl.table((f"{shape} x {r['size']:,}: table (+ its indexes)", "MiB", "x text"),
-                 [(name, size / MIB, size / r["text"]) for name, size in parts])  # fmt: skip
+        rows = [(name, size / MIB, size / r["text"], payload / MIB, unused / MIB, overflow)
+                for name, size, payload, unused, overflow in r["parts"] if size >= 0.005 * r["text"]]  # fmt: skip
+        bl.table((f"{shape} x {r['size']:,}: b-tree", "MiB", "x text", "payload MiB", "unused MiB",
+                  "overflow pages"), rows)  # fmt: skip
     return 1 if failed else 0
 
 

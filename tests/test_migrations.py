@@ -40,7 +40,7 @@ def sha256(path: str) -> str:
 
 def test_fixture_is_a_small_current_store() -> None:
     path = os.path.join(FIXTURES, "store-v1.db")
-    assert os.path.getsize(path) <= 256 * 1024  # one 8 KiB page per table and index, and little else
+    assert os.path.getsize(path) <= 512 * 1024  # one 16 KiB page per table and index, and little else
     assert header(path) == (HVMM, 1)
     assert not os.path.exists(path + "-wal")
 

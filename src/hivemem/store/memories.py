@@ -131,11 +131,18 @@ def _fields(row: Row) -> dict[str, Any]:
     return dict(zip(COLUMNS.split(", "), row, strict=True))
 
 
-def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], action: str, actor: Principal) -> None:
+def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], action: str, actor: Principal,
+             before: str | None = None) -> None:  # fmt: skip
+    """Record revision f["revision"]. The newest version's content is the row's own (stored as ''), so the
+    text is not kept twice; the version it supersedes gets the content as it was (`before`, default unchanged)."""
+    conn.execute(
+        "UPDATE memory_versions SET content = ? WHERE memory = ? AND content = ''",
+        (f["content"] if before is None else before, f["id"]),
+    )
     meta = {k: (json.loads(f[k]) if k == "provenance" and f[k] else f[k]) for k in META}
     conn.execute(
         "INSERT INTO memory_versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (f["id"], f["revision"], action, f["kind"], f["title"], f["content"], f["tags"], f["status"],
+        (f["id"], f["revision"], action, f["kind"], f["title"], "", f["tags"], f["status"],
          json.dumps(meta, sort_keys=True), actor.id, actor.label, f["updated"]),
     )  # fmt: skip
     conn.execute(
@@ -237,6 +244,7 @@ def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
             if dup is not None and dup[0] != memory:
                 raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
         reindex = f["status"] == "active" and bool({"title", "content", "tags"} & new.keys())
+        before = f["content"]
         if reindex:
             _unindex(conn, memory)
         f.update(new, revision=f["revision"] + 1, updated=now())
@@ -249,7 +257,7 @@ def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
         )
         if reindex:
             _index(conn, memory, f["title"], f["content"], f["tags"])
-        _version(conn, limits, f, "update", actor)
+        _version(conn, limits, f, "update", actor, before)
         data = {"fields": sorted(new)}
         audit.append(conn, "memory.updated", actor, space=f["space"], memory=memory, revision=f["revision"], data=data)
     return {"id": mid(memory), "revision": f["revision"], "changed": True}
@@ -353,7 +361,7 @@ def get_version(conn: apsw.Connection, memory: int, revision: int, include_delet
         )
     action, kind, title, content, tags, status, meta, principal, label, ts = row
     out: dict[str, Any] = {k: current[k] for k in ("id", "space", "author", "created") if k in current}
-    out.update(kind=kind, content=content, tags=tags.split() if tags else [], status=status)
+    out.update(kind=kind, content=content or current["content"], tags=tags.split() if tags else [], status=status)
     if title:
         out["title"] = title
     out.update({k: v for k, v in json.loads(meta).items() if v not in (None, "")})
@@ -366,8 +374,9 @@ def history(conn: apsw.Connection, memory: int) -> dict[str, Any]:
     load(conn, memory, include_deleted=True)
     rows = all_rows(
         conn,
-        "SELECT revision, action, principal, label, ts, length(CAST(content AS BLOB)) FROM memory_versions "
-        "WHERE memory = ? ORDER BY revision DESC",
+        "SELECT v.revision, v.action, v.principal, v.label, v.ts, "
+        "length(CAST(CASE WHEN v.content = '' THEN m.content ELSE v.content END AS BLOB)) "
+        "FROM memory_versions v JOIN memories m ON m.id = v.memory WHERE v.memory = ? ORDER BY v.revision DESC",
         (memory,),
     )
     return {

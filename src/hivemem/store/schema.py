@@ -4,7 +4,7 @@ from __future__ import annotations
 
 APPLICATION_ID = 1213615437  # "HVMM"
 VERSION = 1
-PAGE_SIZE = 8192  # rows of about 1 KB stay on their page in index b-trees (4096 spills them to overflow pages)
+PAGE_SIZE = 16384  # ~1 KB rows stay on their page in index b-trees, and 2 KB rows pack densely (see D38)
 # The capture-key index holds a 32-character prefix (lookups match the prefix, then the whole key on the row):
 # indexing the whole key would store every memory's normalized text a third time (docs/decisions.md D38).
 
