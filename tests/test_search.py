@@ -362,3 +362,13 @@ def test_vector_mode_with_embeddings_off_is_unsupported(home: Home) -> None:
     assert result.code == 10
     assert result.json["error"]["code"] == "unsupported.embeddings_off"
     assert home.ok("memory", "search", "--query", "zebra", "--mode", "fts")["mode"] == "fts"
+
+
+def test_rrf_reproduces_the_spec_fixture() -> None:
+    """SPEC 9.1: FTS list [m2, m1] and vector list [m3, m2] fuse to m2, m3, m1 with these scores."""
+    from hivemem.search.fuse import rrf
+
+    fused = rrf({"fts_rank": [2, 1], "vector_rank": [3, 2]})
+    assert [(m, round(s, 8)) for m, s, _ in fused] == [(2, 0.03252247), (3, 0.01639344), (1, 0.01612903)]
+    assert fused[0][2] == {"fts_rank": 1, "vector_rank": 2}
+    assert [m for m, _, _ in rrf({"fts_rank": [2, 1]})] == [2, 1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import apsw
 
@@ -51,9 +52,6 @@ SELECT m.id, bm25(memory_fts, 5.0, 1.0, 3.0) AS r
 FROM memory_fts JOIN memories m ON m.id = memory_fts.rowid
 WHERE memory_fts MATCH ? AND {where}
 ORDER BY r, m.id DESC LIMIT ?"""
-SNIPPETS = (
-    "SELECT rowid, snippet(memory_fts, 1, '', '', '…', 64) FROM memory_fts WHERE memory_fts MATCH ? AND rowid IN ({})"
-)
 
 
 def ranked(conn: apsw.Connection, query: str, flt: Filter, limit: int = LIST_MAX) -> list[tuple[int, float]]:
@@ -66,9 +64,18 @@ def ranked(conn: apsw.Connection, query: str, flt: Filter, limit: int = LIST_MAX
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def snippets(conn: apsw.Connection, query: str, memories: list[int]) -> dict[int, str]:
-    """FTS5's snippet of content around the query's words, for each hit, in one query."""
-    if not memories:
-        return {}
-    sql = SNIPPETS.format(",".join("?" * len(memories)))
-    return {int(m): str(s) for m, s in all_rows(conn, sql, (match_expression(tokens(query)), *memories))}
+HITS = """
+SELECT {columns}, bm25(memory_fts, 5.0, 1.0, 3.0) AS r, snippet(memory_fts, 1, '', '', '…', 64)
+FROM memory_fts JOIN memories m ON m.id = memory_fts.rowid
+WHERE memory_fts MATCH ? AND {where}
+ORDER BY r, m.id DESC LIMIT ?"""
+
+
+def hits(conn: apsw.Connection, query: str, flt: Filter, columns: str, limit: int) -> list[tuple[Any, ...]]:
+    """The best `limit` rows of the full-text list, each with its `columns`, bm25 and snippet, in one query."""
+    words = tokens(query)
+    if not words:
+        return []
+    where, args = flt.where("m")
+    sql = HITS.format(columns=columns, where=where)
+    return all_rows(conn, sql, (match_expression(words), *args, min(limit, LIST_MAX)))

@@ -8,9 +8,12 @@ import apsw
 
 from hivemem.errors import Unsupported
 from hivemem.search import fts
-from hivemem.search.fuse import rrf
+from hivemem.search.fuse import K
 from hivemem.store.filters import Filter
-from hivemem.store.listing import item, rows_by_id
+from hivemem.store.listing import item
+from hivemem.store.memories import COLUMNS
+
+ROW = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
 
 
 def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str) -> dict[str, Any]:
@@ -18,16 +21,13 @@ def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str
     if mode == "vector":
         raise Unsupported("embeddings_off", "vector search needs embeddings; they are off", fix="use --mode fts")
     fts.tokens(query)  # an empty query is an error even when nothing could match
-    ranked = fts.ranked(conn, query, flt)
-    fused = rrf({"fts_rank": [m for m, _ in ranked]})[:limit]
-    ids = [m for m, _, _ in fused]
-    rows = rows_by_id(conn, ids)
-    snippets = fts.snippets(conn, query, ids)
+    # With one list, Reciprocal Rank Fusion keeps the full-text order (score 1/(60 + rank)), so the best
+    # `limit` rows, their snippets and their ranks come from a single query.
     results = []
-    for memory, score, ranks in fused:
-        hit = item(rows[memory])
-        hit["snippet"] = snippets.get(memory, hit["snippet"])
-        hit["score"] = score
-        hit.update(ranks)
+    for rank, row in enumerate(fts.hits(conn, query, flt, ROW, limit), start=1):
+        hit = item(row[:-2])
+        hit["snippet"] = row[-1]
+        hit["score"] = 1.0 / (K + rank)
+        hit["fts_rank"] = rank
         results.append(hit)
     return {"mode": "fts", "results": results}

@@ -145,10 +145,11 @@ def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], act
         (f["id"], f["revision"], action, f["kind"], f["title"], "", f["tags"], f["status"],
          json.dumps(meta, sort_keys=True), actor.id, actor.label, f["updated"]),
     )  # fmt: skip
-    conn.execute(
-        "DELETE FROM memory_versions WHERE memory = ? AND revision <= ?",
-        (f["id"], f["revision"] - store_limits.max_versions),
-    )
+    if f["revision"] > store_limits.max_versions:  # nothing to trim before then
+        conn.execute(
+            "DELETE FROM memory_versions WHERE memory = ? AND revision <= ?",
+            (f["id"], f["revision"] - store_limits.max_versions),
+        )
 
 
 def _default_review(limits: Limits, kind: str, at: str) -> str | None:
