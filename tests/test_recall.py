@@ -313,7 +313,7 @@ def test_params_are_checked(client: DaemonClient) -> None:
 
 
 def test_cli_resolves_the_read_path_placeholders(home: Home) -> None:
-    repo = f"{home.base}/work/My Repo!"
+    repo = f"{home.base}/src/My Repo!"
     os.makedirs(f"{repo}/.git")
     home.ok("memory", "add", "--space", "@project", "--kind", "convention", "--content", "Use make release", cwd=repo)
     home.ok("memory", "add", "--space", "@user", "--kind", "preference", "--content", "Small PRs", cwd=repo)

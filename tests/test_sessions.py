@@ -63,14 +63,14 @@ def test_start_needs_write_on_session_star(home: Home, owner: DaemonClient, clie
 
 
 def test_repeat_start_returns_the_same_session_and_ignores_other_params(home: Home, owner: DaemonClient) -> None:
-    first = home.ok("session", "start", "--harness", "codex", "--harness-session", "0199a", "--cwd", "/work/a")
+    first = home.ok("session", "start", "--harness", "codex", "--harness-session", "0199a", "--cwd", "/home/dev/a")
     assert first == {"session": "s1", "changed": True}
     parent = start(owner, "claude-code")
     again = home.ok("session", "start", "--harness", "codex", "--harness-session", "0199a", "--cwd", "/elsewhere",
                     "--parent", parent, "--relation", "fork")  # fmt: skip
     assert again == {"session": "s1", "changed": False}
     got = owner.call("session.get", session="s1")
-    assert got["cwd"] == "/work/a"
+    assert got["cwd"] == "/home/dev/a"
     assert "parent" not in got and "relation" not in got
     assert start(owner, "claude-code", harness_session="0199a") == "s3"
     assert start(owner) == "s4"
@@ -79,7 +79,7 @@ def test_repeat_start_returns_the_same_session_and_ignores_other_params(home: Ho
 
 
 def test_parent_and_relation_are_recorded(owner: DaemonClient) -> None:
-    root = start(owner, harness_session="root", cwd="/work/api")
+    root = start(owner, harness_session="root", cwd="/home/dev/api")
     children = {relation: start(owner, parent=root, relation=relation) for relation in ("continue", "fork", "subagent")}
     for relation, child in children.items():
         got = owner.call("session.get", session=child)
@@ -90,7 +90,7 @@ def test_parent_and_relation_are_recorded(owner: DaemonClient) -> None:
         assert "ended" not in got
     got = owner.call("session.get", session=root)
     assert set(got) == {"session", "harness", "harness_session", "cwd", "reported_by", "started"}
-    assert (got["harness"], got["harness_session"], got["cwd"]) == ("codex", "root", "/work/api")
+    assert (got["harness"], got["harness_session"], got["cwd"]) == ("codex", "root", "/home/dev/api")
 
 
 def test_invalid_lineage_params(home: Home, owner: DaemonClient) -> None:
