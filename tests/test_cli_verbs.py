@@ -674,3 +674,18 @@ def test_values_may_start_with_a_dash(home: Home) -> None:
     assert home.ok("memory", "get", "--id", added["id"])["title"] == "-WIP"
     hits = home.ok("memory", "search", "--query", "-zebra")["results"]
     assert [h["id"] for h in hits] == [added["id"]]
+
+
+def test_help_lists_every_command_once_and_never_starts_the_daemon(home: Home) -> None:
+    from hivemem.cli.reference import command
+    from hivemem.manifest import VERBS
+
+    result = home.cli("--help")
+    assert result.code == 0
+    listed = [line.split("  ")[1].strip() for line in result.out.splitlines() if line.startswith("  ")]
+    assert len(listed) == len(set(listed))
+    for verb in VERBS:
+        assert command(verb).removeprefix("hivemem ") in listed, verb.name
+    detail = home.cli("memory", "add", "--help")
+    assert detail.code == 0 and "--content" in detail.out and "--space" in detail.out
+    assert home.daemon_pid() is None and not os.path.exists(home.paths.store)

@@ -125,7 +125,10 @@ def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -
     lines = [f"hivemem {version}: a shared, local-first memory store for AI agents", "",
              "usage: hivemem <group> <verb> [--param value ...] [--json]", "", "commands:"]  # fmt: skip
     width = max(len(n) for n, _ in [*top.items(), *verbs])
-    lines += [f"  {n:<{width}}  {s}" for n, s in [*top.items(), *verbs] if n not in ("daemon stop",)]
+    commands = dict(verbs)
+    commands.pop("daemon stop", None)  # shown as `stop`
+    commands = {**top, **{n: s for n, s in commands.items() if n not in top}}
+    lines += [f"  {n:<{width}}  {s}" for n, s in commands.items()]
     lines += [
         "",
         "HIVEMEM_TOKEN is the credential (@owner for the owner key).",
