@@ -63,8 +63,9 @@ def _readable(clauses: list[str], args: list[Any], alias: str, readable: Readabl
         parts.append(f"{alias}.space IN ({','.join('?' * len(readable.spaces))})")
         args.extend(sorted(readable.spaces))
     for prefix in readable.prefixes:
-        parts.append(f"substr({alias}.space, 1, ?) = ?")
-        args.extend((len(prefix) + 1, prefix + "/"))
+        # Every name under `p/` sorts in [`p/`, `p0`): '0' follows '/'. A range is an index-friendly compare.
+        parts.append(f"({alias}.space >= ? AND {alias}.space < ?)")
+        args.extend((prefix + "/", prefix + "0"))
     if readable.memories:
         parts.append(f"{alias}.id IN ({','.join('?' * len(readable.memories))})")
         args.extend(sorted(readable.memories))
