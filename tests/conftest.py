@@ -126,20 +126,27 @@ def wait_for(condition: Any, timeout: float = 10.0, interval: float = 0.01) -> b
     return bool(condition())
 
 
+@contextlib.contextmanager
+def isolated_home() -> Iterator[Home]:
+    """A fresh hivemem home that the test process's environment points at; its daemon is stopped after."""
+    h = Home(tempfile.mkdtemp(prefix="hm-", dir="/tmp"))
+    with pytest.MonkeyPatch.context() as mp:
+        for key in [k for k in os.environ if k.startswith("HIVEMEM_")]:
+            mp.delenv(key)
+        for var in XDG:
+            mp.setenv(var, h.env[var])
+        try:
+            yield h
+        finally:
+            h.stop_daemon()
+            shutil.rmtree(h.base, ignore_errors=True)
+
+
 @pytest.fixture
-def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
-    """A fresh hivemem home; the test process's environment points at it too."""
-    base = tempfile.mkdtemp(prefix="hm-", dir="/tmp")
-    h = Home(base)
-    for key in [k for k in os.environ if k.startswith("HIVEMEM_")]:
-        monkeypatch.delenv(key)
-    for var in XDG:
-        monkeypatch.setenv(var, h.env[var])
-    try:
+def home() -> Iterator[Home]:
+    """A fresh hivemem home for one test."""
+    with isolated_home() as h:
         yield h
-    finally:
-        h.stop_daemon()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @contextlib.asynccontextmanager

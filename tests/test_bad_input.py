@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from conftest import XDG, Home
+from conftest import Home, isolated_home
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
@@ -24,20 +21,13 @@ assert len(SECRET) == len("hm1.owner.") + 43
 @pytest.fixture(scope="module")
 def client() -> Iterator[DaemonClient]:
     """One home for the whole matrix: each refusal asserts it wrote nothing, so cases cannot affect each other."""
-    home = Home(tempfile.mkdtemp(prefix="hm-", dir="/tmp"))
-    with pytest.MonkeyPatch.context() as mp:
-        for key in [k for k in os.environ if k.startswith("HIVEMEM_")]:
-            mp.delenv(key)
-        for var in XDG:
-            mp.setenv(var, home.env[var])
+    with isolated_home() as home:
         home.ok("memory", "add", "--space", "user", "--content", "baseline", "--title", "base")
         c = home.client()
         try:
             yield c
         finally:
             c.close()
-            home.stop_daemon()
-            shutil.rmtree(home.base, ignore_errors=True)
 
 
 def snapshot(client: DaemonClient) -> Any:

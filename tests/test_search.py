@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import XDG, Home, Result
+from conftest import Home, Result, isolated_home
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
@@ -23,15 +20,8 @@ HIT_KEYS = {"id", "space", "kind", "tags", "status", "confidence", "revision", "
 
 
 @pytest.fixture
-def client(home: Home) -> Iterator[DaemonClient]:
-    # Start the daemon from a CLI subprocess: a daemon spawned by this process would be its child (a Popen that
-    # pytest reports as a ResourceWarning when collected while the daemon still runs).
-    home.ok("whoami")
-    c = home.client()
-    try:
-        yield c
-    finally:
-        c.close()
+def client(owner: DaemonClient) -> DaemonClient:
+    return owner
 
 
 def add(client: DaemonClient, content: str, space: str = "user", **fields: Any) -> str:
@@ -64,19 +54,10 @@ FTS_SYNTAX = [
 @pytest.fixture(scope="module")
 def shared() -> Iterator[Home]:
     """One home for read-only query cases: m1 titled zebra, m2 punctuation only."""
-    home = Home(tempfile.mkdtemp(prefix="hm-", dir="/tmp"))
-    with pytest.MonkeyPatch.context() as mp:
-        for key in [k for k in os.environ if k.startswith("HIVEMEM_")]:
-            mp.delenv(key)
-        for var in XDG:
-            mp.setenv(var, home.env[var])
+    with isolated_home() as home:
         home.ok("memory", "add", "--space", "user", "--title", "zebra", "--content", "a zebra and a horse")
         home.ok("memory", "add", "--space", "user", "--content", '* ( " ) -- :: … ^ punctuation only')
-        try:
-            yield home
-        finally:
-            home.stop_daemon()
-            shutil.rmtree(home.base, ignore_errors=True)
+        yield home
 
 
 def cli_search(home: Home, query: str) -> Result:
