@@ -113,13 +113,9 @@ def _index(conn: apsw.Connection, memory: int, title: str, content: str, tags: s
     conn.execute("INSERT INTO memory_fts(rowid, title, content, tags) VALUES (?,?,?,?)", (memory, title, content, tags))
 
 
-def _unindex(conn: apsw.Connection, memory: int) -> None:
-    """Drop the memory's index entry; call it before the row changes (the index reads the row's values)."""
-    unindex(conn, memory)
-
-
 def unindex(conn: apsw.Connection, memory: int) -> None:
-    """External-content FTS5 deletes need the indexed values, and only a live, active row is indexed."""
+    """Drop the memory's index entry. Call it before the row changes: external-content FTS5 deletes need
+    the indexed values, read from the row, and only a live, active row is indexed."""
     conn.execute(
         "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
         "FROM memories WHERE id = ? AND deleted IS NULL AND status = 'active'",
@@ -247,7 +243,7 @@ def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
         reindex = f["status"] == "active" and bool({"title", "content", "tags"} & new.keys())
         before = f["content"]
         if reindex:
-            _unindex(conn, memory)
+            unindex(conn, memory)
         f.update(new, revision=f["revision"] + 1, updated=now())
         sets = ", ".join(f"{k} = ?" for k in new)
         extra = (sha256(f["content"]), capture_key(f["content"]))
@@ -278,7 +274,7 @@ def delete(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
         f = _fields(load(conn, memory))
         _check_revision(memory, f["revision"], revision)
         deleted = now()  # the result's `deleted` must be the stored stamp, not a second clock read
-        _unindex(conn, memory)
+        unindex(conn, memory)
         _bump(conn, f, actor, "deleted = ?", (deleted,))
         _version(conn, limits, f, "delete", actor)
         audit.append(conn, "memory.deleted", actor, space=f["space"], memory=memory, revision=f["revision"])
@@ -311,7 +307,7 @@ def purge(conn: apsw.Connection, actor: Principal, memory: int) -> str:
         row = one(conn, "SELECT space, revision FROM memories WHERE id = ?", (memory,))
         if row is None:
             raise NotFound("memory", f"{mid(memory)} not found")
-        _unindex(conn, memory)
+        unindex(conn, memory)
         conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
         audit.append(conn, "memory.purged", actor, space=row[0], memory=memory, revision=row[1])
     return str(row[0])

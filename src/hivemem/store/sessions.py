@@ -74,14 +74,9 @@ def existing(conn: apsw.Connection, harness: str, harness_session: str | None) -
 def start(conn: apsw.Connection, actor: Principal, p: dict[str, Any]) -> dict[str, Any]:
     """A new session, or the existing one for the same (harness, harness_session)."""
     with atomic(conn):
-        if p.get("harness_session") is not None:
-            existing = one(
-                conn,
-                "SELECT id FROM sessions WHERE harness = ? AND harness_session = ?",
-                (p["harness"], p["harness_session"]),
-            )
-            if existing is not None:
-                return {"session": sid(int(existing[0])), "changed": False}
+        found = existing(conn, p["harness"], p.get("harness_session"))
+        if found is not None:
+            return {"session": sid(found), "changed": False}
         parent = number(p["parent"]) if p.get("parent") else None
         if parent is not None and row(conn, parent) is None:
             raise NotFound("session", f"{p['parent']} not found")
