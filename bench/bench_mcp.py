@@ -14,6 +14,11 @@ alternating order. A `whoami` row (a verb with almost no work) shows the fixed p
 
 Target (issue 4): MCP p50 <= 1.5 x raw p50 and MCP p99 <= 1.5 x raw p99, for each search case.
 
+Info rows marked "lines" repeat the search cases with a second `hivemem mcp` process driven by plain JSON-RPC
+lines on its stdin/stdout (after the same initialize handshake) instead of the SDK's ClientSession: the
+difference between the two rows is the Python SDK client's own cost, which a harness written in another
+language does not pay.
+
     .venv/bin/python bench/bench_mcp.py [--size 10000] [--queries 500] [--warmup 50] [--keep]
 """
 
@@ -21,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -66,6 +73,48 @@ def mcp_runner(session: ClientSession, verb: str, args: dict[str, Any]) -> Runne
     return run
 
 
+class Lines:
+    """A `hivemem mcp` process spoken to in raw JSON-RPC lines: one request written, one response read."""
+
+    def __init__(self, home: bl.Home, errlog: Any) -> None:
+        argv, pipe = [sys.executable, "-m", "hivemem", "mcp"], subprocess.PIPE
+        self.proc = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=errlog, env=home.cli_env, cwd=home.base)
+        self.next_id = 0
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+        self.request("initialize", init)
+        self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def write(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> Any:
+        self.next_id += 1
+        self.write({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        answer = json.loads(self.proc.stdout.readline())
+        if answer.get("id") != self.next_id or "result" not in answer or answer["result"].get("isError"):
+            raise SystemExit(f"MCP {method} failed: {answer}")
+        return answer["result"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+def lines_runner(lines: Lines, verb: str, args: dict[str, Any]) -> Runner:
+    name = verb.replace(".", "_")
+
+    async def run(query: str) -> list[str]:
+        ok = lines.request("tools/call", {"name": name, "arguments": {"query": query, **args}})["structuredContent"]
+        return [h["id"] for h in ok["results"]]
+
+    return run
+
+
 async def paired(runners: dict[str, Runner], queries: list[str]) -> tuple[dict[str, list[float]], int]:
     """Each query on both paths, alternating which goes first; latencies and the count of differing results."""
     order = list(runners)
@@ -99,6 +148,16 @@ async def bench(home: bl.Home, queries: list[str], warmup: int) -> tuple[list[di
                 await paired(runners, queries[:warmup])
                 lat, differ = await paired(runners, queries)
                 rows.append({"case": label, "judged": judged, "differ": differ, **stats(lat)})
+        lines = Lines(home, errlog)
+        for label, verb, args, judged in CASES:
+            if not judged:
+                continue
+            print(f"  case: {label}, lines ...", file=sys.stderr, flush=True)
+            runners = {"raw": raw_runner(raw, verb, args), "mcp": lines_runner(lines, verb, args)}
+            await paired(runners, queries[:warmup])
+            lat, differ = await paired(runners, queries)
+            rows.append({"case": f"{label}, lines", "judged": False, "differ": differ, **stats(lat)})
+        lines.close()
     raw.close()
     return rows, init
 
@@ -126,7 +185,8 @@ def report(rows: list[dict[str, Any]], init: float) -> bool:
                     r["added"], r["paired"], r["differ"]))  # fmt: skip
     print("Latency in ms per call. raw = DaemonClient over the Unix socket; mcp = ClientSession.call_tool over stdio")
     print("to `python -m hivemem mcp`. added = median over queries of (mcp - raw) for the same query; paired = median")
-    print("of (mcp / raw). differ = queries whose result ids differ between the paths (must be 0).")
+    print("of (mcp / raw). differ = queries whose result ids differ between the paths (must be 0). Rows ending in")
+    print("`lines`: mcp = plain JSON-RPC lines to a second `hivemem mcp` process instead of the SDK client (info).")
     print(f"Target: mcp p50 <= {TARGET} x raw p50 and mcp p99 <= {TARGET} x raw p99 (search rows).\n")
     bl.table(("case", "raw p50", "mcp p50", "p50 ratio", "p50 target", "raw p99", "mcp p99", "p99 ratio",
               "p99 target", "added p50 (ms)", "paired", "differ"), out)  # fmt: skip

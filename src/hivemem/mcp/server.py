@@ -8,7 +8,6 @@ import threading
 from typing import Any
 
 import anyio
-import anyio.to_thread
 from mcp import types
 from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -18,7 +17,7 @@ from hivemem import __version__
 from hivemem.client import DaemonClient
 from hivemem.errors import Failed, HivememError, InvalidParams, Unsupported
 from hivemem.manifest import TRUST_SENTENCE, Verb
-from hivemem.mcp import tools
+from hivemem.mcp import stdio, tools
 from hivemem.protocol import MAX_FRAME, encode
 
 log = logging.getLogger("hivemem.mcp")
@@ -32,7 +31,11 @@ INSTRUCTIONS = (
 
 
 class Connection:
-    """The session's one daemon connection: opened on the first call, reopened on the call after it broke."""
+    """The session's one daemon connection: opened on the first call, reopened on the call after it broke.
+
+    Calls block, and the server makes them on the event loop: a stdio session is one client whose requests
+    are answered in order anyway, and a hop to a worker thread and back cost more than the search (D45).
+    """
 
     def __init__(self, cwd: str) -> None:
         self.cwd = cwd
@@ -40,7 +43,7 @@ class Connection:
         self._lock = threading.Lock()  # one request at a time on the socket
 
     def call(self, verb: Verb, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Resolve placeholders, send one request, return its `ok` (blocking: run it in a worker thread)."""
+        """Resolve placeholders, send one request, return its `ok`."""
         with self._lock:
             client = self._connected()
             params = tools.prepare(verb, arguments, self.cwd, client.config["recall.team_spaces"])
@@ -106,7 +109,7 @@ def build(connection: Connection) -> Server[Any]:
         if verb is None:
             return error_result(Unsupported("verb", f"unknown tool {params.name!r}", tool=params.name))
         try:
-            ok = await anyio.to_thread.run_sync(connection.call, verb, params.arguments or {})
+            ok = connection.call(verb, params.arguments or {})  # on the loop: see Connection
         except HivememError as exc:
             return error_result(exc)
         except Exception as exc:  # a bug answers as a tool error; the session goes on
@@ -121,8 +124,10 @@ def build(connection: Connection) -> Server[Any]:
 async def serve(cwd: str) -> None:
     connection = Connection(cwd)
     server = build(connection)
+    server.middleware = []  # the SDK's OpenTelemetry spans: hivemem exports no telemetry (D45)
+    pipes = stdio.streamable(0) and stdio.streamable(1)
     try:
-        async with stdio_server() as (read, write):
+        async with stdio.pipe_server() if pipes else stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
         connection.close()
