@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +20,7 @@ from typing import IO, Any
 
 from conftest import Home, wait_for
 from hivemem.manifest import TRUST_SENTENCE
-from hivemem.mcp.stdio import LINE_LIMIT
+from hivemem.mcp.stdio import FLUSH_AT_EXIT, LINE_LIMIT
 
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
 
@@ -154,3 +156,100 @@ def test_a_regular_file_is_served_by_the_sdk_transport(home: Home, tmp_path: Any
         assert server.threads() > 1  # the SDK transport's worker threads
         assert server.close() == 0
     assert server.left_blocking
+
+
+def test_answers_buffered_at_eof_reach_a_slow_reader_whole(home: Home) -> None:
+    """A harness that closes stdin right after its requests and reads late still gets whole lines only."""
+    count = 4
+    client = home.client()
+    try:
+        for n in range(count):
+            client.call("memory.add", space="user", content=f"large answer {n} " + "z" * 60_000)
+    finally:
+        client.close()
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    env = dict(home.env, HIVEMEM_TOKEN="@owner")
+    proc = subprocess.Popen([sys.executable, "-m", "hivemem", "mcp"], stdin=in_read, stdout=out_write,
+                            stderr=subprocess.DEVNULL, env=env, cwd=home.base)  # fmt: skip
+    os.close(in_read)
+    os.close(out_write)
+    with os.fdopen(in_write, "wb") as w:  # answers of 120 KB each (the text block repeats the content)
+        w.write(handshake() + b"".join(call(2 + n, "memory_get", id=f"m{n + 1}") for n in range(count)))
+    time.sleep(FLUSH_AT_EXIT / 2)  # the scenario: a reader that starts late, while the server is at EOF
+    with os.fdopen(out_read, "rb") as r:
+        data = r.read()
+    assert proc.wait(timeout=60) == 0
+    assert data.endswith(b"\n")
+    answers = [json.loads(raw) for raw in data.splitlines()]  # every line whole
+    assert [a["id"] for a in answers] == list(range(1, count + 2))
+    for answer in answers[1:]:
+        content = answer["result"]["structuredContent"]["content"]
+        assert content.startswith(f"large answer {answer['id'] - 2} ") and len(content) > 60_000
+
+
+def test_sigterm_kills_at_once_and_leaves_the_pipes_blocking(home: Home) -> None:
+    """SIGTERM ends the server at once, even while a daemon call hangs, and the pipes are left as found."""
+    server = Server(home)
+    server.send(handshake() + call(2, "whoami"))
+    assert server.answer(2)["result"]["structuredContent"]["principal"] == "owner"
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=30) == -signal.SIGTERM
+    server.close()
+    assert server.left_blocking
+
+    stalled = Server(home)
+    stalled.send(handshake() + call(2, "whoami"))
+    stalled.answer(2)
+    idle = wait_blocked(stalled.proc.pid)  # waiting for stdin (epoll)
+    daemon = home.daemon_pid()
+    assert daemon is not None
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        stalled.send(call(3, "memory_list"))
+        waiting = wait_blocked(stalled.proc.pid, other_than=idle)  # now in a receive from the stopped daemon
+        stalled.proc.send_signal(signal.SIGTERM)
+        assert stalled.proc.wait(timeout=30) == -signal.SIGTERM, waiting
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+    stalled.close()
+    assert stalled.left_blocking
+    assert 3 not in stalled.answers
+
+
+def wait_blocked(pid: int, other_than: str | None = None) -> str:
+    """Wait until the single-threaded process sleeps in a system call (other than `other_than`); its number."""
+    found: list[str] = []
+
+    def blocked() -> bool:
+        with open(f"/proc/{pid}/syscall") as f:
+            nr = f.read().split(" ", 1)[0].strip()
+        if nr in ("running", "-1", "") or nr == other_than:
+            return False
+        found.append(nr)
+        return True
+
+    assert wait_for(blocked, timeout=30), f"process {pid} never blocked (other than in {other_than})"
+    return found[-1]
+
+
+def test_a_socket_for_stdin_and_stdout_is_served_by_the_sdk_transport(home: Home) -> None:
+    """One socket for both (socat, inetd): asyncio's pipe transports would take a readable socket for a closed
+    one, so sockets keep the SDK transport."""
+    ours, theirs = socket.socketpair()
+    env = dict(home.env, HIVEMEM_TOKEN="@owner")
+    proc = subprocess.Popen([sys.executable, "-m", "hivemem", "mcp"], stdin=theirs, stdout=theirs,
+                            stderr=subprocess.DEVNULL, env=env, cwd=home.base)  # fmt: skip
+    theirs.close()
+    ours.settimeout(60)
+    reader = ours.makefile("rb")
+    ours.sendall(handshake())
+    assert json.loads(reader.readline())["id"] == 1
+    ours.sendall(call(2, "memory_add", space="user", content="over a socket"))
+    assert json.loads(reader.readline())["result"]["structuredContent"]["id"] == "m1"
+    ours.sendall(call(3, "whoami"))
+    assert json.loads(reader.readline())["result"]["structuredContent"]["principal"] == "owner"
+    ours.shutdown(socket.SHUT_WR)
+    assert proc.wait(timeout=60) == 0
+    reader.close()
+    ours.close()

@@ -125,7 +125,7 @@ async def serve(cwd: str) -> None:
     connection = Connection(cwd)
     server = build(connection)
     server.middleware = []  # the SDK's OpenTelemetry spans: hivemem exports no telemetry (D45)
-    pipes = stdio.streamable(0) and stdio.streamable(1)
+    pipes = stdio.is_pipe(0) and stdio.is_pipe(1)
     try:
         async with stdio.pipe_server() if pipes else stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
