@@ -40,17 +40,21 @@ def call(ident: int, tool: str, **arguments: Any) -> bytes:
     return line("tools/call", {"name": tool, "arguments": arguments}, ident)
 
 
+def spawn(home: Home, stdin: Any, stdout: Any, stderr: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    """A `hivemem mcp` process of this home with the owner's token, on the given stdin and stdout."""
+    env = dict(home.env, HIVEMEM_TOKEN="@owner")
+    argv = [sys.executable, "-m", "hivemem", "mcp"]
+    return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=home.base)
+
+
 class Server:
     """A `hivemem mcp` process fed raw lines on a pipe; answers read from a pipe, or from a file if given."""
 
     def __init__(self, home: Home, stdout: IO[bytes] | None = None) -> None:
         self.left_blocking = False
-        env = dict(home.env, HIVEMEM_TOKEN="@owner")
         self.in_read, in_write = os.pipe()
         with open(os.path.join(home.base, "mcp-stderr.log"), "ab") as errlog:
-            argv = [sys.executable, "-m", "hivemem", "mcp"]
-            out = stdout or subprocess.PIPE
-            self.proc = subprocess.Popen(argv, stdin=self.in_read, stdout=out, stderr=errlog, env=env, cwd=home.base)
+            self.proc = spawn(home, self.in_read, stdout or subprocess.PIPE, errlog)
         self.stdin = os.fdopen(in_write, "wb")
         self.file = stdout
         self.buffer = b""
@@ -169,9 +173,7 @@ def test_answers_buffered_at_eof_reach_a_slow_reader_whole(home: Home) -> None:
         client.close()
     in_read, in_write = os.pipe()
     out_read, out_write = os.pipe()
-    env = dict(home.env, HIVEMEM_TOKEN="@owner")
-    proc = subprocess.Popen([sys.executable, "-m", "hivemem", "mcp"], stdin=in_read, stdout=out_write,
-                            stderr=subprocess.DEVNULL, env=env, cwd=home.base)  # fmt: skip
+    proc = spawn(home, in_read, out_write)
     os.close(in_read)
     os.close(out_write)
     with os.fdopen(in_write, "wb") as w:  # answers of 120 KB each (the text block repeats the content)
@@ -237,9 +239,7 @@ def test_a_socket_for_stdin_and_stdout_is_served_by_the_sdk_transport(home: Home
     """One socket for both (socat, inetd): asyncio's pipe transports would take a readable socket for a closed
     one, so sockets keep the SDK transport."""
     ours, theirs = socket.socketpair()
-    env = dict(home.env, HIVEMEM_TOKEN="@owner")
-    proc = subprocess.Popen([sys.executable, "-m", "hivemem", "mcp"], stdin=theirs, stdout=theirs,
-                            stderr=subprocess.DEVNULL, env=env, cwd=home.base)  # fmt: skip
+    proc = spawn(home, theirs, theirs)
     theirs.close()
     ours.settimeout(60)
     reader = ours.makefile("rb")
