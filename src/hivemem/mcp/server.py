@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from typing import Any
 
 import anyio
@@ -33,28 +32,27 @@ INSTRUCTIONS = (
 class Connection:
     """The session's one daemon connection: opened on the first call, reopened on the call after it broke.
 
-    Calls block, and the server makes them on the event loop: a stdio session is one client whose requests
-    are answered in order anyway, and a hop to a worker thread and back cost more than the search (D45).
+    Calls block, and the server makes them on the event loop, so they never overlap: a stdio session is one
+    client whose requests are answered in order anyway, and a hop to a worker thread and back cost more than
+    the search (D45).
     """
 
     def __init__(self, cwd: str) -> None:
         self.cwd = cwd
         self._client: DaemonClient | None = None
-        self._lock = threading.Lock()  # one request at a time on the socket
 
     def call(self, verb: Verb, arguments: dict[str, Any]) -> dict[str, Any]:
         """Resolve placeholders, send one request, return its `ok`."""
-        with self._lock:
-            client = self._connected()
-            params = tools.prepare(verb, arguments, self.cwd, client.config["recall.team_spaces"])
-            if len(encode({"id": 0, "verb": verb.name, "params": params})) > MAX_FRAME:
-                raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
-            try:
-                return client.request(verb.name, params)
-            except HivememError as exc:
-                if exc.code in BROKEN:
-                    self._drop()  # never resend a started request; the next call reconnects
-                raise
+        client = self._connected()
+        params = tools.prepare(verb, arguments, self.cwd, client.config["recall.team_spaces"])
+        if len(encode({"id": 0, "verb": verb.name, "params": params})) > MAX_FRAME:
+            raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
+        try:
+            return client.request(verb.name, params)
+        except HivememError as exc:
+            if exc.code in BROKEN:
+                self._drop()  # never resend a started request; the next call reconnects
+            raise
 
     def _connected(self) -> DaemonClient:
         if self._client is not None and not self._client.alive():
@@ -77,8 +75,7 @@ class Connection:
             self._client = None
 
     def close(self) -> None:
-        with self._lock:
-            self._drop()
+        self._drop()
 
 
 def ok_result(name: str, ok: dict[str, Any]) -> types.CallToolResult:
