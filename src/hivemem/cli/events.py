@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from hivemem.cli import output
-from hivemem.cli.main import Parser, call, verb_parser
 from hivemem.cli.params import convert
+from hivemem.cli.parser import Parser, verb_parser
+from hivemem.cli.verbs import call
 from hivemem.errors import HivememError
 from hivemem.manifest import BY_NAME
 
