@@ -156,6 +156,12 @@ def test_services_never_import_adapters() -> None:
     assert violations(services, tuple(f"hivemem.{a}" for a in ADAPTERS)) == []
 
 
+def test_doctor_reaches_the_store_only_through_the_integrity_checks() -> None:
+    doctor = next(m for m in MODULES if m.rel == "doctor.py")
+    reached = {name for _, name in imports(doctor) if names(name, ("hivemem.store", "apsw", "sqlite3"))}
+    assert reached == {"hivemem.store", "hivemem.store.integrity"}
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module → the hivemem modules it imports, anywhere in it (function-local imports too).
 
