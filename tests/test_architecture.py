@@ -225,6 +225,31 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert [c for c in KNOWN_CYCLES if c not in found] == [], "a listed cycle is gone: remove it from KNOWN_CYCLES"
 
 
+def handler_keys() -> list[str]:
+    """The keys written in ops.py's HANDLERS literal, repeats included (a dict keeps only the last)."""
+    ops_module = next(m for m in MODULES if m.rel == "ops.py")
+    for node in ast.walk(ops_module.tree):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        if node.target.id == "HANDLERS" and isinstance(node.value, ast.Dict):
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    raise AssertionError("ops.py has no HANDLERS literal")
+
+
+def test_every_manifest_verb_has_exactly_one_handler_and_every_handler_a_verb() -> None:
+    from hivemem import ops
+    from hivemem.manifest import VERBS
+
+    declared = [v.name for v in VERBS]
+    assert len(declared) == len(set(declared)), "a verb is declared twice in the manifest"
+    written = handler_keys()
+    assert sorted(k for k in set(written) if written.count(k) > 1) == [], "a verb is handled twice"
+    assert sorted(written) == sorted(ops.HANDLERS), "HANDLERS is the literal table, nothing added elsewhere"
+    assert sorted(set(declared) - set(ops.HANDLERS)) == [], "manifest verbs without a handler"
+    assert sorted(set(ops.HANDLERS) - set(declared)) == [], "handlers for verbs the manifest does not declare"
+    assert all(callable(handler) for handler in ops.HANDLERS.values())
+
+
 def env_reads(module: Module) -> list[str]:
     found = []
     for node in ast.walk(module.tree):

@@ -169,5 +169,9 @@ def main(argv: list[str] | None = None) -> int:
             group, name = command_name(verb)
             output.line(verb_parser(verb, f"hivemem {group} {name}".strip()).format_help())
             return 0
+        if verb.name == "events.follow":  # a stream, not one result: cli/events.py prints it as it comes
+            from hivemem.cli import events
+
+            return events.follow(rest)
         return run_verb(verb, rest)
     return top_level(args)
