@@ -346,3 +346,13 @@ def test_public_api() -> None:
     assert isinstance(hivemem.__version__, str)
     with pytest.raises(AttributeError):
         _ = hivemem.no_such_name  # type: ignore[attr-defined]
+
+
+def test_the_version_is_written_once() -> None:
+    import importlib.metadata
+    import tomllib
+
+    with open(os.path.join(SRC, "..", "..", "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert importlib.metadata.version("hivemem") == hivemem.__version__

@@ -145,7 +145,6 @@ TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "events": _events,
     "config": _config,
     "serve": _serve,
-    "stop": _stop,
     "ping": _ping,
     "doctor": _doctor,
     "hook": _hook,
