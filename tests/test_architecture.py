@@ -232,7 +232,7 @@ def handler_keys() -> list[str]:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
         if node.target.id == "HANDLERS" and isinstance(node.value, ast.Dict):
-            return [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+            return [str(k.value) for k in node.value.keys if isinstance(k, ast.Constant)]
     raise AssertionError("ops.py has no HANDLERS literal")
 
 

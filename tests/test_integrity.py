@@ -65,7 +65,7 @@ def test_a_dangling_reference_is_a_foreign_key_finding_naming_the_memory(store_f
 
 def test_a_corrupt_page_is_an_integrity_finding(store_file: str) -> None:
     conn = apsw.Connection(store_file)
-    page = int(conn.execute("PRAGMA page_size").fetchall()[0][0])
+    page = int(str(conn.execute("PRAGMA page_size").fetchall()[0][0]))
     conn.close()
     pages = os.path.getsize(store_file) // page
     assert pages > 4
