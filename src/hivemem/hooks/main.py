@@ -16,7 +16,6 @@ from hivemem.client import DaemonClient
 from hivemem.config import load
 from hivemem.errors import HivememError
 from hivemem.hooks.harness import EVENTS, HookInput, Refused, output, parse, read_stdin
-from hivemem.manifest import BY_NAME
 
 BUDGET = 1.3  # seconds from entry; interpreter start-up spends the rest of SPEC 6.1's 1.5 s
 HARNESSES = ("claude-code", "codex")
@@ -87,11 +86,8 @@ def answer(opts: Options, hook: HookInput, deadline: float) -> str:
 
 def record_session(client: DaemonClient, opts: Options, hook: HookInput) -> None:
     """Report the harness's session (a session row, never a memory); a failure is logged, recall goes on."""
-    problem = "" if "session.start" in BY_NAME else "record-session: this hivemem has no session.start"
-    if not problem and not hook.session_id:
-        problem = "record-session: the input has no session_id"
-    if problem:
-        log_failure(opts.event, opts.harness, problem)
+    if not hook.session_id:
+        log_failure(opts.event, opts.harness, "record-session: the input has no session_id")
         return
     try:
         client.call("session.start", harness=opts.harness, harness_session=hook.session_id, cwd=hook.cwd)
