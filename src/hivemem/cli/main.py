@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from hivemem import __version__
 from hivemem.cli import output
-from hivemem.cli.params import convert, flag
+from hivemem.cli.params import collect, flag, help_text
 from hivemem.errors import HivememError, InvalidParams
 from hivemem.manifest import VERBS, Verb
 
@@ -63,9 +63,11 @@ def verb_parser(verb: Verb, prog: str) -> Parser:
     parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
     parser.add_argument("--json", action="store_true", help="print the result object as JSON")
     for p in verb.params:
-        kw: dict[str, Any] = {"dest": p.name, "help": p.help + (" (required)" if p.required else "")}
+        kw: dict[str, Any] = {"dest": p.name, "help": help_text(p)}
         if p.type == "boolean":
             kw.update(nargs="?", const="true", metavar="true|false")
+        elif p.type == "array":
+            kw.update(action="append")  # `--spaces a --spaces b` is both (SPEC 11.1)
         parser.add_argument(f"--{flag(p.name)}", **kw)
     return parser
 
@@ -100,18 +102,26 @@ def run_verb(verb: Verb, args: list[str]) -> int:
     try:
         ns = vars(parser.parse_args(attach_values(verb, args)))
         json_mode = ns.pop("json")
-        params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
+        params = collect(verb, ns)
         if verb.name == "memory.recall" and "spaces" not in params:
             params["spaces"] = default_read_path()
         result = call(verb.name, params)
     except HivememError as exc:
         return output.error(exc, json_mode)
-    return output.result(verb.name, result, json_mode)
+    code = output.result(verb.name, result, json_mode)
+    if verb.name == "memory.add":
+        from hivemem.cli.notes import unrecalled_space
+
+        output.warnings(unrecalled_space(params["space"]))
+    return code
 
 
 def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
     from hivemem.client import DaemonClient, wait_stopped
+    from hivemem.protocol import MAX_FRAME, encode
 
+    if len(encode({"id": 0, "verb": verb, "params": params})) > MAX_FRAME:  # refused here, not as a lost daemon
+        raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
     client = DaemonClient(start=verb != "daemon.stop")
     try:
         result = client.call(verb, **params)
@@ -128,6 +138,10 @@ def top_level(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("--help", [])
     handler = TOP_HANDLERS.get(command)
     if handler is None:
+        from hivemem.cli import groups
+
+        if groups.is_group(command):
+            return groups.run(command, rest)
         return output.error(InvalidParams("usage", f"unknown command {' '.join(argv[:2])!r}; see hivemem --help"),
                             "--json" in argv)  # fmt: skip
     return handler(rest)
@@ -168,6 +182,8 @@ def _ping(args: list[str]) -> int:
     try:
         hello = client.connect().hello
     except HivememError as exc:
+        if exc.code == "unavailable.not_running" and client.config["daemon.startup"] != "explicit":
+            exc.data["fix"] = "nothing to do: the next command that needs the daemon starts it (hivemem whoami)"
         return output.error(exc, json_mode)
     finally:
         client.close()
