@@ -77,7 +77,7 @@ def human(verb: str, ok: dict[str, Any]) -> str:
     if verb == "memory.recall":
         return str(ok["text"])  # the envelope is already text for its reader
     if verb == "doctor":
-        return "\n".join(_table([["STATUS", "CHECK", "MESSAGE"], *(_check_row(c) for c in ok["checks"])], fixes=ok))
+        return _doctor(ok["checks"])
     for key, (header, render) in TABLES.items():
         if isinstance(ok.get(key), list):
             rows = [render(r) for r in ok[key]]
@@ -98,21 +98,20 @@ def _footer(verb: str, ok: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _check_row(c: dict[str, str]) -> list[str]:
-    return [c["status"], c["id"], c["message"]]
-
-
-def _table(rows: list[list[str]], fixes: dict[str, Any] | None = None) -> list[str]:
-    """Rows as aligned columns; the last column is not padded. Doctor's fixes go under their check."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip() for r in rows]
-    if fixes is None:
-        return lines
-    indent = " " * (widths[0] + 2)
+def _doctor(checks: list[dict[str, str]]) -> str:
+    """Doctor's checks as a table; a check's fix goes on the line below it, under its id."""
+    lines = _table([["STATUS", "CHECK", "MESSAGE"], *([c["status"], c["id"], c["message"]] for c in checks)])
+    indent = " " * lines[0].index("CHECK")
     out = lines[:1]
-    for line, check in zip(lines[1:], fixes["checks"], strict=True):
+    for line, check in zip(lines[1:], checks, strict=True):
         out += [line, *([f"{indent}fix: {check['fix']}"] if check.get("fix") else [])]
-    return out
+    return "\n".join(out)
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    """Rows as aligned columns, two spaces apart; the last column is not padded."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip() for r in rows]
 
 
 def _memory_row(m: dict[str, Any]) -> list[str]:
