@@ -44,7 +44,32 @@ def is_pipe(fd: int) -> bool:
         return False
 
 
-class LineReader:
+class ReadStream:
+    """What the SDK's server needs of a read stream besides `receive` and `aclose`: iteration and `async with`."""
+
+    async def receive(self) -> SessionMessage | Exception:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class LineReader(ReadStream):
     """The server's read stream: one JSON-RPC message per line, parsed as the SDK's stdio transport does."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
@@ -65,7 +90,7 @@ class LineReader:
                 break
         try:
             message = types.jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"), by_name=False)
-        except Exception as exc:  # the dispatcher logs it and reads on, as with the SDK transport
+        except Exception as exc:  # handed on, as the SDK transport does: logged by AnsweringReader, then skipped
             return exc
         return SessionMessage(message)
 
@@ -80,21 +105,6 @@ class LineReader:
                 return
 
     async def aclose(self) -> None:
-        return None
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
         return None
 
 
@@ -236,7 +246,7 @@ class Unanswered:
             await self._empty.wait()
 
 
-class AnsweringReader:
+class AnsweringReader(ReadStream):
     """The server's read stream, wrapped: end of input waits until every request read has been answered.
 
     The SDK's dispatcher cancels the handlers still running when its read stream ends, so a client that writes its
@@ -269,29 +279,14 @@ class AnsweringReader:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
 
 def reason(exc: Exception) -> str:
     """Why a line was not a message, without echoing the line (it may hold anything)."""
     try:
-        first = exc.errors()[0]  # type: ignore[attr-defined]  # pydantic's ValidationError
+        first = exc.errors()[0]  # type: ignore[attr-defined]  # pydantic's ValidationError: its str() holds the input
         return f"{first['msg']} at {'.'.join(map(str, first['loc'])) or 'the top level'}"[:200]
     except (AttributeError, IndexError, KeyError, TypeError):
-        return type(exc).__name__
+        return str(exc)[:200] or type(exc).__name__  # the transports' own errors, such as a line over the limit
 
 
 class AnsweringWriter:
