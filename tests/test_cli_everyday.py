@@ -190,3 +190,14 @@ def test_a_file_over_the_frame_is_refused_before_sending(home: Home) -> None:
     assert title.code == 2 and title.json["error"]["data"] == {"param": "title", "max_bytes": 200}
     assert home.daemon_pid() is None  # nothing was sent, so nothing was started
     assert groups.is_group("memory") and not groups.is_group("whoami")
+
+
+def test_a_hook_started_in_the_root_reads_no_project(home: Home) -> None:
+    """Before, `/` was `project/root`: a hook there recalled whatever that space held."""
+    home.ok("memory", "add", "--space", "project/root", "--content", "zqx root project rule", "--kind", "convention")
+    home.ok("memory", "add", "--space", "user", "--content", "zqx user rule", "--kind", "convention")
+    payload = json.dumps({"session_id": "s-root", "cwd": "/", "source": "startup"})
+    result = home.cli("hook", "session-start", stdin=payload, token=None)
+    assert result.code == 0 and result.err == ""
+    context = json.loads(result.out)["hookSpecificOutput"]["additionalContext"]
+    assert "zqx user rule" in context and "zqx root project rule" not in context
