@@ -12,7 +12,7 @@ from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS, Param, Verb
 from hivemem.spaces import placeholder, read_path
 
 DESTRUCTIVE = frozenset({"memory.delete", "memory.forget", "memory.challenge", "memory.archive"})
-IDEMPOTENT = frozenset({"memory.add", "session.start"})
+IDEMPOTENT = frozenset({"memory.add", "session.start", "session.end"})  # each says "(idempotent)" or acts so
 # Params a client fills in when absent (SPEC 3: recall defaults to the fixed read path), so not required here.
 CLIENT_DEFAULTS = {("memory.recall", "spaces")}
 ITEMS: dict[str, dict[str, Any]] = {"kind": {"type": "string", "enum": list(KINDS)}, "grant": {"type": "object"}}
@@ -80,9 +80,9 @@ def prepare(verb: Verb, arguments: dict[str, Any], cwd: str, team_spaces: list[s
     for p in verb.params:
         value = params.get(p.name)
         if p.type == "string" and _is_space(p) and isinstance(value, str):
-            params[p.name] = placeholder(value, cwd)
+            params[p.name] = placeholder(value, cwd, p.name)
         elif p.type == "array" and _is_space(p) and isinstance(value, list):
-            params[p.name] = [placeholder(v, cwd) if isinstance(v, str) else v for v in value]
+            params[p.name] = [placeholder(v, cwd, p.name) if isinstance(v, str) else v for v in value]
     if (verb.name, "spaces") in CLIENT_DEFAULTS and "spaces" not in params:
         params["spaces"] = read_path(cwd, team_spaces)
     return params
