@@ -153,7 +153,8 @@ def test_the_cli_refuses_an_unsafe_socket_dir_and_creates_nothing_in_it(home: Ho
     assert error["data"]["path"] == path
     assert error["data"]["fix"]
     nothing_inside(home, path)
-    fails(home, "ping", code="failed.socket_dir", exit_code=1)
+    for command in ("ping", "stop"):
+        fails(home, command, code="failed.socket_dir", exit_code=1)
 
 
 @pytest.mark.parametrize("how", SQUATS)
