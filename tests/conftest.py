@@ -89,6 +89,14 @@ class Home:
             config = Config(path=self.paths.config)
         return DaemonClient(config, token=token, start=start)
 
+    def daemon_log(self) -> str:
+        """The text of logs/daemon.log ("" before the first daemon)."""
+        try:
+            with open(os.path.join(self.paths.logs, "daemon.log"), encoding="utf-8") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
     def daemon_pid(self) -> int | None:
         """The pid of the daemon holding this home's socket lock, if alive."""
         try:

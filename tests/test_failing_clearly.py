@@ -86,21 +86,13 @@ def gone(pid: int) -> bool:
         return True
 
 
-def log_text(home: Home) -> str:
-    path = os.path.join(home.paths.logs, "daemon.log")
-    if not os.path.exists(path):
-        return ""
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
 def start_failure(home: Home, cause: str, code: str = "failed.daemon_start", exit_code: int = 1) -> dict[str, Any]:
     """A call that starts a daemon, which must fail with `code` and `cause`; the log has the same line."""
     error = fails(home, "memory", "list", code=code, exit_code=exit_code)
     assert error["data"]["cause"] == cause, error
     assert error["data"]["path"] and error["data"]["fix"], error
     assert "exited before" not in error["message"]
-    assert f"start failed: {json.dumps(error, ensure_ascii=False)}" in log_text(home)
+    assert f"start failed: {json.dumps(error, ensure_ascii=False)}" in home.daemon_log()
     assert home.daemon_pid() is None
     return error
 
@@ -130,7 +122,7 @@ def test_a_store_on_a_read_only_file_system_serves_reads_and_refuses_writes(home
     assert error["data"]["fix"]
     fails(home, "memory", "delete", "--id", ids[0], "--revision", "1", code="unavailable.read_only", exit_code=6)
     assert count(home) == 3
-    assert "read-only" in log_text(home)
+    assert "read-only" in home.daemon_log()
 
 
 def test_a_read_only_file_system_without_a_store_says_why_it_cannot_start(home: Home, fs: Tmpfs) -> None:
@@ -243,7 +235,7 @@ def test_a_store_moved_under_the_daemon_refuses_the_next_write_and_the_daemon_ex
                   exit_code=1)  # fmt: skip
     assert error["data"]["path"] == store
     assert pid is not None and wait_for(lambda: gone(pid), 10), "the daemon kept running"
-    assert "failed.store_moved" in log_text(home)
+    assert "failed.store_moved" in home.daemon_log()
     after = home.ok("memory", "list")["memories"]  # a new daemon, on the file now at the path
     assert "after the move" not in json.dumps(after)
     assert [m["id"] for m in after] == ([first] if how == "replaced" else [])

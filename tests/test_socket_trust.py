@@ -164,8 +164,7 @@ def test_the_daemon_refuses_an_unsafe_socket_dir_and_never_listens(home: Home, h
     assert result.code == 1, result
     assert "failed.socket_dir" in result.err
     nothing_inside(home, path)
-    with open(os.path.join(home.paths.logs, "daemon.log")) as f:
-        assert '"code": "failed.socket_dir"' in f.read()
+    assert '"code": "failed.socket_dir"' in home.daemon_log()
 
 
 def test_the_socket_dir_is_created_0700_when_missing(home: Home) -> None:
@@ -201,8 +200,7 @@ def test_the_daemon_closes_a_connection_from_another_uid_without_answering(home:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == b"0"  # closed, nothing answered
     assert home.ok("store", "status")["memories"] == 1
-    with open(os.path.join(home.paths.logs, "daemon.log")) as f:
-        assert f"refused a connection from uid {NOBODY}" in f.read()
+    assert f"refused a connection from uid {NOBODY}" in home.daemon_log()
 
 
 def test_a_clean_stop_removes_the_socket_lock(home: Home) -> None:
@@ -223,3 +221,22 @@ def test_racing_starts_after_a_clean_stop_still_make_one_daemon(home: Home) -> N
     assert [p.returncode for p in procs] == [0] * 6, [o[1] for o in outs]
     assert wait_for(lambda: len(daemons(home)) == 1, 10), daemons(home)
     assert home.ok("store", "status")["memories"] == 6
+
+
+def test_three_thousand_idle_connections_pass_the_peer_check_and_the_daemon_keeps_serving(home: Home) -> None:
+    home.ok("memory", "add", "--space", "user", "--content", "still here")
+    idle = []
+    try:
+        for _ in range(3000):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            idle.append(sock)
+            sock.connect(home.paths.socket)
+        assert home.ok("store", "status")["memories"] == 1
+        idle[0].sendall(b'{"id":1,"verb":"hello","params":{}}\n')  # the first one is still served, not dropped
+        idle[0].settimeout(30)
+        assert b'"ok"' in idle[0].recv(65536)
+    finally:
+        for sock in idle:
+            sock.close()
+    assert home.ok("memory", "add", "--space", "user", "--content", "after the crowd")["changed"] is True
+    assert "refused a connection" not in home.daemon_log()

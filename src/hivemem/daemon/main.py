@@ -50,11 +50,10 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     os.umask(0o077)
     os.chdir("/")
     where: paths.Paths | None = None
-    log: lifecycle.Log | None = None
+    log = lifecycle.Log(paths.resolve())  # the log's place does not depend on the config
     try:
         config = config_mod.load()
         where = paths.resolve(config["store.path"], config.path)
-        log = lifecycle.Log(where)
         started = start(where, config, on_demand=on_demand)
     except START_ERRORS as exc:
         return _failed(startup.explain(exc, where), ready_fd, log)
@@ -93,10 +92,9 @@ def start(where: paths.Paths, config: config_mod.Config, *, on_demand: bool) -> 
         raise
 
 
-def _failed(error: HivememError, ready_fd: int | None, log: lifecycle.Log | None) -> int:
+def _failed(error: HivememError, ready_fd: int | None, log: lifecycle.Log) -> int:
     """Report a failed start on the pipe and in the log (SPEC 6.1); by hand, raise it for the CLI to print."""
-    if log is not None:
-        log.write(f"start failed: {json.dumps(error.to_wire(), ensure_ascii=False)}")
+    log.write(f"start failed: {json.dumps(error.to_wire(), ensure_ascii=False)}")
     lifecycle.report(ready_fd, error)
     if ready_fd is None:
         raise error

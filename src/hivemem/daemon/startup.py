@@ -8,6 +8,7 @@ import os
 import apsw
 
 from hivemem import paths
+from hivemem.config import config_path
 from hivemem.errors import Failed, HivememError
 
 # Codes the SPEC names for particular start failures keep their code (and exit code); they gain cause,
@@ -112,8 +113,8 @@ def _path_of(exc: BaseException, where: paths.Paths | None) -> str:
         return str(exc.data["path"])
     if isinstance(exc, OSError) and exc.filename:
         return os.fsdecode(exc.filename)
-    if isinstance(exc, HivememError) and exc.code == "invalid_params.config" and where is not None:
-        return where.config
+    if isinstance(exc, HivememError) and exc.code == "invalid_params.config":
+        return where.config if where is not None else config_path()
     return where.store if where else ""
 
 
