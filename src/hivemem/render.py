@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,11 @@ MORE = " {m} more matched but are not shown."
 BEGIN = "<<<hivemem-recall-begin {nonce}>>>"
 END = "<<<hivemem-recall-end {nonce}>>>"
 HIDDEN_STATES = ("deprecated",)
+# Characters that could hide text or break a line (SPEC 11.3): escaped as \uXXXX, everything else kept as is.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+NONCHARACTERS = frozenset({"\ufffe", "\uffff"})
+SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+CACHE_MAX = 65536  # distinct characters whose escape is remembered; the rest are looked up each time
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,10 @@ def grouped(memories: list[dict[str, Any]], spaces: Sequence[str]) -> list[dict[
 
 def record(memory: dict[str, Any], max_chars: int) -> dict[str, Any]:
     """The record of one memory, fields in the order of SPEC 11.3, content bounded to `max_chars`."""
-    out: dict[str, Any] = {key: memory[key] for key in ("id", "revision", "space", "kind", "tags")}
+    out: dict[str, Any] = {key: memory[key] for key in ("id", "revision", "space", "kind")}
+    if memory.get("title"):
+        out["title"] = memory["title"]
+    out["tags"] = memory["tags"]
     if memory.get("source"):
         out["source"] = memory["source"]
     author = memory.get("author") or {}
@@ -96,9 +105,41 @@ def record(memory: dict[str, Any], max_chars: int) -> dict[str, Any]:
     return out
 
 
-def escaped(obj: dict[str, Any]) -> str:
-    """One JSON line of printable ASCII: every non-ASCII and control character is a `\\u`-style escape."""
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
+class _Escapes(dict[int, str]):
+    """`str.translate` table: JSON's own escapes, `\\uXXXX` for a hidden character, the rest kept as is."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        if char in SHORT_ESCAPES:
+            escape = SHORT_ESCAPES[char]
+        elif unicodedata.category(char) in HIDDEN_CATEGORIES or char in NONCHARACTERS:
+            escape = "".join(f"\\u{unit:04x}" for unit in _utf16(code))
+        else:
+            escape = char
+        if len(self) < CACHE_MAX:
+            self[code] = escape
+        return escape
+
+
+def _utf16(code: int) -> tuple[int, ...]:
+    if code < 0x10000:
+        return (code,)
+    code -= 0x10000
+    return 0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)
+
+
+ESCAPES = _Escapes()
+
+
+def escaped(value: Any) -> str:
+    """Compact JSON in which letters of every script stay readable and no character can hide or break a line."""
+    if isinstance(value, str):
+        return '"' + value.translate(ESCAPES) + '"'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{escaped(str(k))}:{escaped(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(escaped(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def record_line(memory: dict[str, Any], max_chars: int) -> tuple[str, bool]:
