@@ -15,6 +15,7 @@ from conftest import Home
 from hivemem import __version__
 
 MAX_FRAME = 4 * 1024 * 1024
+INT64 = 1 << 63
 WRONG_SECRET = base64.urlsafe_b64encode(bytes(32)).decode().rstrip("=")
 
 
@@ -214,16 +215,42 @@ def test_blank_lines_do_not_disturb_the_stream(home: Home, connect: Any) -> None
     assert message["ok"]["principal"] == "owner"
 
 
-def test_request_ids_are_echoed_whatever_their_type(home: Home, connect: Any) -> None:
+GOOD_IDS = ["abc", "", 0, -1, 7, INT64 - 1, -INT64, "x" * 64, "\u00e9" * 32]
+BAD_IDS = [b"1.5", b"1e3", b"NaN", b"Infinity", b"-Infinity", b"null", b"true", b"[1]", b'{"k": "v"}',
+           str(INT64).encode(), b'"' + b"x" * 65 + b'"', b'"' + "\u00e9".encode() * 33 + b'"',
+           b'"\\ud800"']  # fmt: skip
+
+
+def test_integer_and_short_string_ids_are_echoed(home: Home, connect: Any) -> None:
     raw = connect()
     raw.hello(owner_key(home))
-    for request_id in ("abc", 0, -1, 1.5, None, [1], {"k": "v"}):
+    for request_id in GOOD_IDS:
         raw.send({"id": request_id, "verb": "whoami", "params": {}})
         message = raw.reply()
         assert message["id"] == request_id
         assert message["ok"]["principal"] == "owner"
     raw.send({"id": "p", "verb": "whoami"})  # params may be omitted
     assert raw.reply() == {"id": "p", "ok": raw.call("whoami")["ok"]}
+
+
+@pytest.mark.parametrize("request_id", BAD_IDS, ids=[i.decode("utf-8", "replace")[:12] for i in BAD_IDS])
+def test_any_other_id_is_a_frame_error_with_a_null_id(home: Home, connect: Any, request_id: bytes) -> None:
+    raw = connect()
+    raw.hello(owner_key(home))
+    raw.send(b'{"id": ' + request_id + b', "verb": "memory.add", "params": {"space": "user", "content": "x"}}\n')
+    message = raw.reply()
+    assert error_of(message) == "invalid_params.frame"
+    assert message["id"] is None and message["error"]["data"]["param"] == "id"
+    raw.send(b'{"verb": "memory.add", "params": {"space": "user", "content": "no id"}}\n')
+    assert error_of(raw.reply()) == "invalid_params.frame"
+    assert raw.call("store.status")["ok"]["memories"] == 0  # the connection stays open; nothing was run
+
+
+def test_a_bad_id_before_hello_leaves_the_connection_unauthenticated(home: Home, connect: Any) -> None:
+    raw = connect()
+    raw.send(b'{"id": NaN, "verb": "hello", "params": {}}\n')
+    assert error_of(raw.reply()) == "invalid_params.frame"
+    assert raw.hello(owner_key(home))["ok"]["principal"] == "owner"
 
 
 def test_replies_are_ascii_json_lines(home: Home, connect: Any) -> None:

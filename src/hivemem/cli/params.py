@@ -7,6 +7,7 @@ import sys
 
 from hivemem.errors import InvalidParams
 from hivemem.manifest import Param
+from hivemem.protocol import MAX_DEPTH, depth, too_deep
 from hivemem.spaces import placeholder
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
@@ -26,9 +27,14 @@ def _json(p: Param, text: str) -> Any:
                 "type", f"--{flag(p.name)}: cannot read {text[1:]}: {exc.strerror}", param=p.name
             ) from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
+    except RecursionError:
+        raise too_deep(p.name) from None
     except ValueError:
         raise InvalidParams("type", f"--{flag(p.name)} must be JSON", param=p.name, expected=p.type) from None
+    if depth(value) > MAX_DEPTH:  # refused here as the daemon would, before anything is sent
+        raise too_deep(p.name)
+    return value
 
 
 def flag(name: str) -> str:
