@@ -63,6 +63,8 @@ def verb_parser(verb: Verb, prog: str) -> Parser:
     parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
     parser.add_argument("--json", action="store_true", help="print the result object as JSON")
     for p in verb.params:
+        if p.by_client:
+            continue
         kw: dict[str, Any] = {"dest": p.name, "help": p.help + (" (required)" if p.required else "")}
         if p.type == "boolean":
             kw.update(nargs="?", const="true", metavar="true|false")
@@ -102,7 +104,7 @@ def run_verb(verb: Verb, args: list[str]) -> int:
         json_mode = ns.pop("json")
         params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
         if verb.name == "memory.recall" and "spaces" not in params:
-            params["spaces"] = default_read_path()
+            params.update(spaces=default_read_path(), fixed_path=True)
         result = call(verb.name, params)
     except HivememError as exc:
         return output.error(exc, json_mode)
