@@ -40,7 +40,7 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def too_deep(param: str) -> InvalidParams:
-    return TooDeep(param)
+    return InvalidParams("depth", f"{param} is nested deeper than {MAX_DEPTH} levels", param=param, max_depth=MAX_DEPTH)
 
 
 def check_depth(params: dict[str, Any]) -> None:
@@ -105,8 +105,8 @@ class TooDeep(InvalidParams):
     """invalid_params.depth for a line nested too deep to decode, with the request's id if it could be read."""
 
     def __init__(self, param: str, request_id: int | str | None = None) -> None:
-        super().__init__("depth", f"{param} is nested deeper than {MAX_DEPTH} levels", param=param,
-                         max_depth=MAX_DEPTH)  # fmt: skip
+        error = too_deep(param)
+        super().__init__("depth", error.message, **error.data)
         self.request_id = request_id
 
 
