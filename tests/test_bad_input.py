@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import os
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -277,8 +277,12 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.update", upd(title=CLIENT_SECRET), "invalid_params.secret_content", "title"),
     ("memory.update", upd(provenance=prov(host=SECRET)), "invalid_params.secret_content", "provenance"),
     ("session.start", {"harness": SECRET}, "invalid_params.secret_content", "harness"),
-    ("session.start", {"harness": "h", "harness_session": f"id-{SECRET}"}, "invalid_params.secret_content",
-     "harness_session"),
+    (
+        "session.start",
+        {"harness": "h", "harness_session": f"id-{SECRET}"},
+        "invalid_params.secret_content",
+        "harness_session",
+    ),
     ("session.start", {"harness": "h", "cwd": f"/home/u/{CLIENT_SECRET}"}, "invalid_params.secret_content", "cwd"),
 ]
 
