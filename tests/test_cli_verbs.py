@@ -421,7 +421,7 @@ def test_forget_dry_run_then_real_run(home: Home) -> None:
     home.ok("memory", "update", "--id", "m2", "--revision", "1", "--content", "scratch two b")
     before = status(home)
     dry = home.ok("memory", "forget", "--spaces", "agent/scratch", "--dry-run")
-    assert set(dry) == {"deleted", "failed"}
+    assert set(dry) == {"deleted", "failed", "next"} and dry["next"] is None
     assert sorted((d["id"], d["revision"]) for d in dry["deleted"]) == [("m1", 1), ("m2", 2)]
     assert dry["failed"] == []
     assert status(home) == before
