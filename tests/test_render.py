@@ -310,3 +310,10 @@ def test_any_text_keeps_the_envelope_whole(
         assert json.loads(json.dumps(rec))["content"] == rec["content"]
     order = {"project/x": 0, "user": 1, "team/t": 2}
     assert [order[r["space"]] for r in shown] == sorted(order[r["space"]] for r in shown)
+
+
+def test_backslashes_before_b_and_f_stay_text() -> None:
+    content = "path C:\\build\\file \\\\b \x08 \x0c"
+    line = record_lines(render([memory(1, content=content)], ["user"], Bounds()).text)[0]
+    assert "\\\\build\\\\file \\\\\\\\b \\u0008 \\u000c" in line
+    assert parse(render([memory(1, content=content)], ["user"], Bounds()).text)[0][0]["content"] == content

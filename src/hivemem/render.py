@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -21,8 +22,11 @@ HIDDEN_STATES = ("deprecated",)
 # Characters that could hide text or break a line (SPEC 11.3): escaped as \uXXXX, everything else kept as is.
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 NONCHARACTERS = frozenset({"\ufffe", "\uffff"})
-SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# An escape `\b` or `\f` made by the encoder: preceded by an even run of backslashes (escaped backslashes).
+SHORT = re.compile(r"(?<!\\)((?:\\\\)*)\\([bf])")
 CACHE_MAX = 65536  # distinct characters whose escape is remembered; the rest are looked up each time
+# Space separators other than U+0020: str.isprintable() calls them unprintable, yet they are shown as is.
+SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 
 
 @dataclass(frozen=True)
@@ -106,13 +110,11 @@ def record(memory: dict[str, Any], max_chars: int) -> dict[str, Any]:
 
 
 class _Escapes(dict[int, str]):
-    """`str.translate` table: JSON's own escapes, `\\uXXXX` for a hidden character, the rest kept as is."""
+    """`str.translate` table: `\\uXXXX` for a hidden character, every other one kept as is."""
 
     def __missing__(self, code: int) -> str:
         char = chr(code)
-        if char in SHORT_ESCAPES:
-            escape = SHORT_ESCAPES[char]
-        elif unicodedata.category(char) in HIDDEN_CATEGORIES or char in NONCHARACTERS:
+        if unicodedata.category(char) in HIDDEN_CATEGORIES or char in NONCHARACTERS:
             escape = "".join(f"\\u{unit:04x}" for unit in _utf16(code))
         else:
             escape = char
@@ -131,15 +133,21 @@ def _utf16(code: int) -> tuple[int, ...]:
 ESCAPES = _Escapes()
 
 
-def escaped(value: Any) -> str:
-    """Compact JSON in which letters of every script stay readable and no character can hide or break a line."""
-    if isinstance(value, str):
-        return '"' + value.translate(ESCAPES) + '"'
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{escaped(str(k))}:{escaped(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(escaped(v) for v in value) + "]"
-    return json.dumps(value)
+def _shown(text: str) -> bool:
+    """No hidden character in `text`: every unprintable one (categories C*, Z*) is a space separator, which is
+    shown as is. A superset test, all in C, that spares the usual line the per-character table."""
+    return text.isprintable() or SPACES.sub("", text).isprintable()
+
+
+def escaped(obj: dict[str, Any]) -> str:
+    """One compact JSON line in which letters of every script stay readable and every character that could
+    hide text or break a line is a `\\uXXXX` escape (or `\\n`, `\\r`, `\\t`)."""
+    line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))  # escapes U+0000-U+001F, quote, backslash
+    if not _shown(line):
+        line = line.translate(ESCAPES)
+    if "\\b" in line or "\\f" in line:  # JSON's other two short escapes, spelled as SPEC 11.3 asks
+        line = SHORT.sub(lambda m: m.group(1) + ("\\u0008" if m.group(2) == "b" else "\\u000c"), line)
+    return line
 
 
 def record_line(memory: dict[str, Any], max_chars: int) -> tuple[str, bool]:
