@@ -46,6 +46,8 @@ def nbytes(text: str) -> int:
 
 
 def has_control(text: str, allowed: str = "") -> bool:
+    if text.isprintable():  # no category C or Z character at all: the usual text, checked in C
+        return False
     return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
 
 

@@ -8,6 +8,7 @@ import secrets
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 PREAMBLE = (
@@ -24,9 +25,7 @@ HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 NONCHARACTERS = frozenset({"\ufffe", "\uffff"})
 # An escape `\b` or `\f` made by the encoder: preceded by an even run of backslashes (escaped backslashes).
 SHORT = re.compile(r"(?<!\\)((?:\\\\)*)\\([bf])")
-CACHE_MAX = 65536  # distinct characters whose escape is remembered; the rest are looked up each time
-# Space separators other than U+0020: str.isprintable() calls them unprintable, yet they are shown as is.
-SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+CACHE_MAX = 65536  # distinct characters whose escape is remembered
 
 
 @dataclass(frozen=True)
@@ -109,34 +108,38 @@ def record(memory: dict[str, Any], max_chars: int) -> dict[str, Any]:
     return out
 
 
-class _Escapes(dict[int, str]):
-    """`str.translate` table: `\\uXXXX` for a hidden character, every other one kept as is."""
-
-    def __missing__(self, code: int) -> str:
-        char = chr(code)
-        if unicodedata.category(char) in HIDDEN_CATEGORIES or char in NONCHARACTERS:
-            escape = "".join(f"\\u{unit:04x}" for unit in _utf16(code))
-        else:
-            escape = char
-        if len(self) < CACHE_MAX:
-            self[code] = escape
-        return escape
+def hidden(char: str) -> bool:
+    """Whether SPEC 11.3 escapes this character: it could hide text or break a line."""
+    return unicodedata.category(char) in HIDDEN_CATEGORIES or char in NONCHARACTERS
 
 
-def _utf16(code: int) -> tuple[int, ...]:
+@lru_cache(maxsize=CACHE_MAX)  # thread-safe, and bounded whatever the text
+def _escape(char: str) -> str:
+    """`\\uXXXX` (a surrogate pair for an astral character) for a hidden character, else ''."""
+    if not hidden(char):
+        return ""
+    code = ord(char)
     if code < 0x10000:
-        return (code,)
+        return f"\\u{code:04x}"
     code -= 0x10000
-    return 0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-ESCAPES = _Escapes()
+def _escape_hidden(line: str) -> str:
+    """`line` with every hidden character escaped; replacing in C beats a per-character translate table."""
+    for char in set(line):
+        escape = _escape(char)
+        if escape:
+            line = line.replace(char, escape)
+    return line
 
 
-def _shown(text: str) -> bool:
-    """No hidden character in `text`: every unprintable one (categories C*, Z*) is a space separator, which is
-    shown as is. A superset test, all in C, that spares the usual line the per-character table."""
-    return text.isprintable() or SPACES.sub("", text).isprintable()
+def _shown(line: str) -> bool:
+    """True when `line` surely holds no hidden character; False sends it to the per-character check (also
+    for a space separator such as U+3000, which str.isprintable() counts as unprintable but is shown)."""
+    if line.isascii():  # known in O(1); the encoder has escaped U+0000-U+001F, so only DEL can be left
+        return "\x7f" not in line
+    return line.isprintable()
 
 
 def escaped(obj: dict[str, Any]) -> str:
@@ -144,7 +147,7 @@ def escaped(obj: dict[str, Any]) -> str:
     hide text or break a line is a `\\uXXXX` escape (or `\\n`, `\\r`, `\\t`)."""
     line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))  # escapes U+0000-U+001F, quote, backslash
     if not _shown(line):
-        line = line.translate(ESCAPES)
+        line = _escape_hidden(line)
     if "\\b" in line or "\\f" in line:  # JSON's other two short escapes, spelled as SPEC 11.3 asks
         line = SHORT.sub(lambda m: m.group(1) + ("\\u0008" if m.group(2) == "b" else "\\u000c"), line)
     return line
