@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 PREAMBLE = re.compile(
@@ -15,9 +16,17 @@ BEGIN = re.compile(r"^<<<hivemem-recall-begin ([0-9a-f]{32})>>>$")
 NONCE = re.compile(r"(<<<hivemem-recall-(?:begin|end) )[0-9a-f]{32}(>>>)")
 
 
-def printable(text: str) -> bool:
-    """Printable ASCII and newlines only."""
-    return all(c == "\n" or " " <= c <= "~" for c in text)
+HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+
+
+def hidden(char: str) -> bool:
+    """A character that could hide text or break a line (SPEC 11.3): the envelope must escape it."""
+    return unicodedata.category(char) in HIDDEN or char in "\ufffe\uffff"
+
+
+def visible(text: str) -> bool:
+    """No hidden character but the newlines between lines."""
+    return all(c == "\n" or not hidden(c) for c in text)
 
 
 def mask(text: str) -> str:
@@ -27,7 +36,7 @@ def mask(text: str) -> str:
 
 def parse(text: str) -> tuple[list[dict[str, Any]], int]:
     """(records, hidden count) of an envelope, asserting every structural promise on the way."""
-    assert printable(text), "the envelope must be printable ASCII plus newlines"
+    assert visible(text), "the envelope holds no invisible or line-breaking character but its newlines"
     lines = text.split("\n")
     assert lines == text.splitlines(), "no other character may split a line"
     head = PREAMBLE.match(lines[0])

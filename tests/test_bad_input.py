@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +66,14 @@ def sized_provenance(total: int) -> dict[str, Any]:
     return value
 
 
+def nested(levels: int, *, objects: bool = False) -> Any:
+    """A value `levels` arrays (or objects) deep around a string."""
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"k": value} if objects else [value]
+    return value
+
+
 def add(**params: Any) -> dict[str, Any]:
     return {"space": "user", "content": "fresh text", **params}
 
@@ -100,6 +109,20 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.update", upd(content="a" * 65537), "invalid_params.range", "content"),
     ("memory.update", upd(content=""), "invalid_params.content", "content"),
     ("memory.update", upd(content="a\x00"), "invalid_params.content", "content"),
+    # content that is only whitespace, in any script's sense of it
+    ("memory.add", add(content=" "), "invalid_params.content", "content"),
+    ("memory.add", add(content=" \t\r\n "), "invalid_params.content", "content"),
+    ("memory.add", add(content="\u3000\u00a0\u2003\u2028\u2029"), "invalid_params.content", "content"),
+    ("memory.update", upd(content="\n\n"), "invalid_params.content", "content"),
+    # JSON nested deeper than 32 levels, in any param (even one the verb does not take)
+    ("memory.add", add(provenance=nested(33, objects=True)), "invalid_params.depth", "provenance"),
+    ("memory.add", add(provenance={"kind": "cli", "host": nested(32)}), "invalid_params.depth", "provenance"),
+    ("memory.add", add(tags=nested(33)), "invalid_params.depth", "tags"),
+    ("memory.add", add(tags=nested(32)), "invalid_params.type", "tags"),  # 32 levels is within the bound
+    ("memory.add", add(content=nested(500)), "invalid_params.depth", "content"),
+    ("memory.add", add(bogus=nested(40, objects=True)), "invalid_params.depth", "bogus"),
+    ("memory.search", {"query": "x", "spaces": nested(34)}, "invalid_params.depth", "spaces"),
+    ("session.start", {"harness": "h", "cwd": nested(33)}, "invalid_params.depth", "cwd"),
     # tags: <= 16, unique, each ^[a-z0-9][a-z0-9-]{0,63}$
     ("memory.add", add(tags=[f"t{i}" for i in range(17)]), "invalid_params.range", "tags"),
     ("memory.add", add(tags=["a" * 65]), "invalid_params.range", "tags"),
@@ -148,6 +171,11 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.add", add(provenance=prov(original_id="m1")), "invalid_params.provenance", "provenance"),
     ("memory.add", add(provenance=prov(original_author="owner")), "invalid_params.provenance", "provenance"),
     ("memory.add", add(provenance={"kind": "import", "original_id": "m1"}), "invalid_params.provenance", "provenance"),
+    # provenance without kind (SPEC 2.3)
+    ("memory.add", add(provenance={"path": "a.py", "line": 3}), "invalid_params.provenance", "provenance"),
+    ("memory.add", add(provenance={"kind": None, "host": "codex"}), "invalid_params.provenance", "provenance"),
+    ("memory.add", add(provenance={"kind": ""}), "invalid_params.provenance", "provenance"),
+    ("memory.update", upd(provenance={"host": "codex"}), "invalid_params.provenance", "provenance"),
     ("memory.add", add(provenance="cli"), "invalid_params.type", "provenance"),
     ("memory.add", add(provenance=["cli"]), "invalid_params.type", "provenance"),
     ("memory.update", upd(provenance=prov(line=0)), "invalid_params.provenance", "provenance"),
@@ -233,6 +261,29 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.add", add(content=CLIENT_SECRET), "invalid_params.secret_content", "content"),
     ("memory.add", add(title=f"key {SECRET}"), "invalid_params.secret_content", "title"),
     ("memory.update", upd(content=f"now {SECRET}"), "invalid_params.secret_content", "content"),
+    # ... in every stored string (SPEC 13), before any other check of that string
+    ("memory.add", add(source=SECRET), "invalid_params.secret_content", "source"),
+    ("memory.add", add(source=f"codex:{CLIENT_SECRET}"), "invalid_params.secret_content", "source"),
+    ("memory.add", add(tags=["ok", SECRET]), "invalid_params.secret_content", "tags"),
+    ("memory.add", add(provenance=prov(host=SECRET)), "invalid_params.secret_content", "provenance"),
+    ("memory.add", add(provenance=prov(path=f"src/{SECRET}.py")), "invalid_params.secret_content", "provenance"),
+    ("memory.add", add(provenance=prov(thread_id=CLIENT_SECRET)), "invalid_params.secret_content", "provenance"),
+    ("memory.add", add(provenance=prov(action=SECRET)), "invalid_params.secret_content", "provenance"),
+    ("memory.add", add(provenance=prov(reason=f"saw {SECRET}")), "invalid_params.secret_content", "provenance"),
+    ("memory.add", add(provenance={"kind": SECRET}), "invalid_params.secret_content", "provenance"),
+    ("memory.add", add(provenance={"kind": "cli", SECRET: "x"}), "invalid_params.secret_content", "provenance"),
+    ("memory.update", upd(source=SECRET), "invalid_params.secret_content", "source"),
+    ("memory.update", upd(tags=[CLIENT_SECRET]), "invalid_params.secret_content", "tags"),
+    ("memory.update", upd(title=CLIENT_SECRET), "invalid_params.secret_content", "title"),
+    ("memory.update", upd(provenance=prov(host=SECRET)), "invalid_params.secret_content", "provenance"),
+    ("session.start", {"harness": SECRET}, "invalid_params.secret_content", "harness"),
+    (
+        "session.start",
+        {"harness": "h", "harness_session": f"id-{SECRET}"},
+        "invalid_params.secret_content",
+        "harness_session",
+    ),
+    ("session.start", {"harness": "h", "cwd": f"/home/u/{CLIENT_SECRET}"}, "invalid_params.secret_content", "cwd"),
 ]
 
 
@@ -252,11 +303,34 @@ def test_refused_and_nothing_written(
         assert "hm1." not in error.message and SECRET[10:] not in json.dumps(error.data)
 
 
-def test_secret_in_provenance_reason_is_refused(client: DaemonClient) -> None:
-    error = refused(client, "memory.add", add(provenance=prov(reason=f"saw {SECRET}")), "invalid_params.secret_content",
-                    None)  # fmt: skip
-    assert str(error.data["param"]).startswith("provenance")
-    assert SECRET not in error.message
+def test_ordinary_strings_in_scanned_params_are_stored(client: DaemonClient) -> None:
+    """The same fields with a near miss (one character short of a token) are stored as given."""
+    near = SECRET[:-1]
+    memory = client.call("memory.add", space="user", content="near misses everywhere", source=near, title=near,
+                         provenance=prov(host=near, thread_id=near, action=near, reason=near))["id"]  # fmt: skip
+    got = client.call("memory.get", id=memory)
+    assert (got["source"], got["title"], got["provenance"]["reason"]) == (near, near, near)
+    session = client.call("session.start", harness=near[:64], harness_session=near, cwd=f"/home/{near}")
+    assert client.call("session.get", session=session["session"])["cwd"] == f"/home/{near}"
+
+
+def test_duplicates_compare_nfc_forms_and_text_is_stored_as_given(client: DaemonClient) -> None:
+    composed, decomposed = "Caf\u00e9 au lait, s\u00e9ance", "Cafe\u0301 au lait, se\u0301ance"
+    first = client.call("memory.add", space="nfc/a", content=decomposed)
+    again = client.call("memory.add", space="nfc/a", content=composed)
+    assert (again["id"], again["changed"]) == (first["id"], False)
+    assert client.call("memory.get", id=first["id"])["content"] == decomposed  # stored as given, not normalized
+    other = client.call("memory.add", space="nfc/b", content=composed)  # another space: another memory
+    assert other["changed"] is True and client.call("memory.get", id=other["id"])["content"] == composed
+    plain = client.call("memory.add", space="nfc/a", content="something else")
+    error = refused(client, "memory.update", {"id": plain["id"], "revision": 1, "content": composed},
+                    "conflict.memory_duplicate", None)  # fmt: skip
+    assert error.data["id"] == first["id"]
+    client.call("memory.delete", id=first["id"], revision=1)
+    replacement = client.call("memory.add", space="nfc/a", content=composed)
+    assert replacement["changed"] is True
+    error = refused(client, "memory.restore", {"id": first["id"]}, "conflict.memory_duplicate", None)
+    assert error.data["id"] == replacement["id"]
 
 
 # (params, field to read back, expected stored value) at exactly the limit
@@ -360,6 +434,14 @@ CLI_REFUSED: list[tuple[tuple[str, ...], bytes | None, str, str | None]] = [
     (("--content", "x", "--provenance", "{not json"), None, "invalid_params.type", "provenance"),
     (("--content", "x", "--provenance", '{"kind":"cli","path":"/abs"}'), None, "invalid_params.provenance",
      "provenance"),
+    (("--content", "x", "--provenance", '{"host":"codex"}'), None, "invalid_params.provenance", "provenance"),
+    (("--content", "x", "--provenance", "[" * 33 + "]" * 33), None, "invalid_params.depth", "provenance"),
+    (("--content", "x", "--provenance", "[" * 20000 + "]" * 20000), None, "invalid_params.depth", "provenance"),
+    (("--content", "x", "--tags", "[" * 40 + "]" * 40), None, "invalid_params.depth", "tags"),
+    (("--content", " \t "), None, "invalid_params.content", "content"),
+    (("--content", "-"), b"\n\n \n", "invalid_params.content", "content"),
+    (("--content", "x", "--source", SECRET), None, "invalid_params.secret_content", "source"),
+    (("--content", "x", "--tags", f"ok,{SECRET}"), None, "invalid_params.secret_content", "tags"),
     (("--content", f"leak {SECRET}"), None, "invalid_params.secret_content", "content"),
     (("--content", "-"), f"piped {SECRET}\n".encode(), "invalid_params.secret_content", "content"),
     ((), None, "invalid_params.missing", "content"),
@@ -405,3 +487,17 @@ def test_unknown_flag_is_an_unknown_param(home: Home) -> None:
     assert result.json["error"]["code"] == "invalid_params.unknown"
     assert result.json["error"]["data"]["param"] == "colour"
     assert home.ok("store", "status")["memories"] == 0
+
+
+def test_a_million_levels_from_a_file_is_a_depth_error_not_a_traceback(home: Home) -> None:
+    path = os.path.join(home.base, "deep.json")
+    with open(path, "w") as f:
+        f.write("[" * 1_000_000 + "]" * 1_000_000)  # 2 MB: under the 4 MiB bound of a value read from a file
+    home.ok("memory", "add", "--space", "user", "--content", "baseline")
+    before = home.ok("store", "status")
+    for flag in ("--provenance", "--tags"):
+        result = home.cli("memory", "add", "--space", "user", "--content", "x", flag, f"@{path}", "--json")
+        assert (result.code, result.json["error"]["code"]) == (2, "invalid_params.depth"), result
+        assert result.json["error"]["data"]["param"] == flag[2:]
+        assert "Traceback" not in result.err
+    assert home.ok("store", "status") == before

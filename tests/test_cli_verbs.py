@@ -421,7 +421,7 @@ def test_forget_dry_run_then_real_run(home: Home) -> None:
     home.ok("memory", "update", "--id", "m2", "--revision", "1", "--content", "scratch two b")
     before = status(home)
     dry = home.ok("memory", "forget", "--spaces", "agent/scratch", "--dry-run")
-    assert set(dry) == {"deleted", "failed"}
+    assert set(dry) == {"deleted", "failed", "next"} and dry["next"] is None
     assert sorted((d["id"], d["revision"]) for d in dry["deleted"]) == [("m1", 1), ("m2", 2)]
     assert dry["failed"] == []
     assert status(home) == before
@@ -432,7 +432,7 @@ def test_forget_dry_run_then_real_run(home: Home) -> None:
     fails(home, "memory", "get", "--id", "m1", code="not_found.memory", exit_code=3)
     fails(home, "memory", "get", "--id", "m2", code="not_found.memory", exit_code=3)
     assert listed(home) == ["m3"]
-    assert home.ok("memory", "forget", "--spaces", "agent/scratch") == {"deleted": [], "failed": []}
+    assert home.ok("memory", "forget", "--spaces", "agent/scratch") == {"deleted": [], "failed": [], "next": None}
 
 
 def test_forget_filters_by_kind_and_time(home: Home) -> None:
@@ -492,7 +492,7 @@ def test_space_list_sorted_with_live_counts(home: Home) -> None:
     assert [(s["space"], s["memories"]) for s in spaces] == [("alpha/x", 2), ("beta", 1), ("zeta", 1)]
     assert all(set(s) == {"space", "memories", "updated"} for s in spaces)
     assert spaces[0]["updated"] == home.ok("memory", "get", "--id", "m3")["updated"]
-    assert home.ok("space", "list", token=None) == {"spaces": spaces}
+    assert home.ok("space", "list", token=None) == {"spaces": spaces, "next": None}
 
 
 def test_store_status_fields_and_counts(home: Home) -> None:

@@ -104,7 +104,7 @@ def test_principal_numbers_increase_and_are_never_reused(home: Home) -> None:
         assert owner.call("client.add", name="c", grants=READ_ALL)["principal"] == "g3"
         owner.call("client.remove", name="a")
         owner.call("client.remove", name="c")
-        assert owner.call("client.list") == {"clients": []}
+        assert owner.call("client.list") == {"clients": [], "next": None}
         assert owner.call("client.add", name="b", grants=READ_ALL)["principal"] == "g4"
     finally:
         owner.close()

@@ -131,7 +131,8 @@ def test_explicit_unreadable_space_is_denied_read(home: Home, owner: DaemonClien
     add(owner, "a", "readable words here")
     add(owner, "b", "hidden words here")
     fails(home, "memory", "list", "--spaces", "a,b", code="denied.read", exit_code=4, token=token)
-    for verb, params in (("memory.search", {"query": "words"}), ("memory.list", {})):
+    for verb, params in (("memory.search", {"query": "words"}), ("memory.list", {}), ("memory.recall", {}),
+                         ("memory.recall", {"query": "words"})):  # fmt: skip
         for spaces in (["b"], ["a", "b"], ["nonexistent"]):
             error = raises(clients(token), verb, spaces=spaces, **params)
             assert error.code == "denied.read"
@@ -139,6 +140,42 @@ def test_explicit_unreadable_space_is_denied_read(home: Home, owner: DaemonClien
             assert error.data["right"] == "read"
             assert "hidden" not in error.message + json.dumps(error.data)
     assert [h["space"] for h in found(clients(token), "words", spaces=["a"])] == ["a"]
+
+
+STATUS_COUNTS = ("memories", "drafts", "archived", "deleted", "versions", "sessions", "vectors", "pending")
+
+
+def test_store_status_shows_a_client_only_what_it_can_read(home: Home, owner: DaemonClient, clients: Clients) -> None:
+    """SPEC 10: for any principal but the owner, counts cover readable rows only; no path, no size."""
+    grants = [("read", "space:team/a"), ("write", "space:team/a"), ("write", "session:*")]
+    token = client_token(owner, "narrow", grants)
+    narrow = clients(token)
+    kept = add(narrow, "team/a", "readable note")
+    owner.call("memory.update", id=kept, revision=1, content="readable note, edited")
+    gone = add(owner, "team/a", "readable, then deleted")
+    owner.call("memory.delete", id=gone, revision=1)
+    for i in range(5):
+        secret = add(owner, "secret/x", f"hidden note {i}")
+        owner.call("memory.update", id=secret, revision=1, content=f"hidden note {i}, edited")
+    owner.call("memory.delete", id=secret, revision=2)
+    owner.call("session.start", harness="owner-harness")
+    full = owner.call("store.status")
+    assert (full["memories"], full["deleted"], full["versions"], full["sessions"]) == (5, 2, 15, 1)
+    assert full["path"] == home.paths.store and full["bytes"] > 0
+    seen = narrow.call("store.status")
+    assert "path" not in seen and "bytes" not in seen
+    assert {k: seen[k] for k in STATUS_COUNTS} == {
+        "memories": 1, "drafts": 0, "archived": 0, "deleted": 1, "versions": 4, "sessions": 0, "vectors": 0,
+        "pending": 0,
+    }  # fmt: skip
+    assert (seen["schema_version"], seen["sqlite_version"]) == (full["schema_version"], full["sqlite_version"])
+    narrow.call("session.start", harness="narrow-harness")  # a principal reads the sessions it reported
+    assert narrow.call("store.status")["sessions"] == 1
+    unknown = clients("").call("store.status")  # reads everything by default, and is still not the owner
+    assert "path" not in unknown and "bytes" not in unknown
+    assert {k: unknown[k] for k in STATUS_COUNTS} == {k: owner.call("store.status")[k] for k in STATUS_COUNTS}
+    human = home.cli("store", "status", token=token)
+    assert human.code == 0 and home.paths.store not in human.out and "bytes" not in human.out
 
 
 def same_but_id(left: HivememError, right: HivememError, left_id: str, right_id: str) -> None:

@@ -104,6 +104,7 @@ def test_tools_come_from_the_manifest_with_all_four_annotations(home: Home) -> N
         assert search["limit"]["maximum"] == 100 and search["mode"]["default"] == "auto"
         if "memory_recall" in tools:  # the adapter fills in the read path, so spaces is optional here
             assert "spaces" not in tools["memory_recall"].input_schema.get("required", [])
+            assert "fixed_path" not in tools["memory_recall"].input_schema["properties"]  # set by the adapter
 
     run(main)
 
@@ -322,5 +323,25 @@ def test_concurrent_calls_share_one_connection(home: Home) -> None:
                     tg.start_soon(add, n)
             assert sorted(int(r["id"][1:]) for r in results) == list(range(1, 9))
             assert len((await ok(s, "memory_list"))["memories"]) == 8
+
+    run(main)
+
+
+def test_recall_through_mcp_skips_unreadable_spaces_of_the_path_only(home: Home) -> None:
+    """The adapter fills in the fixed read path and says so (fixed_path); spaces the model names are checked."""
+    home.ok("memory", "add", "--space", "user", "--kind", "preference", "--content", "Prefers tabs over spaces")
+    owner = home.client()
+    try:
+        grants = [{"right": "read", "scope": "space:user"}]
+        token = owner.call("client.add", name="narrow", grants=grants)["token"]
+    finally:
+        owner.close()
+
+    async def main() -> None:
+        async with mcp_session(home, token=token) as s:
+            path = await ok(s, "memory_recall")  # [@project, user]: the project space is unreadable, so skipped
+            assert path["count"] == 1 and "Prefers tabs over spaces" in path["text"]
+            named = await error(s, "memory_recall", spaces=["project/elsewhere", "user"])
+            assert (named["code"], named["data"]["resource"]) == ("denied.read", "space:project/elsewhere")
 
     run(main)

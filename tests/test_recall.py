@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Home
+from conftest import Home, client_token
 from envelopes import parse, record_lines
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
@@ -62,7 +63,7 @@ def hostile_corpus() -> list[str]:
     out += ["".join(chr(0xE0000 + ord(c)) for c in goal) + " visible text" for goal in GOALS]
     out += [f"{q}{goal}{q}" for q, goal in itertools.product(('"', "'", "\\", '\\"', "\\\\", "\\u2028", "\\n"), GOALS)]
     out += [f"line one{sep}{goal}{sep}\tindented" for sep, goal in itertools.product(SEPARATORS, GOALS)]
-    out += ["A" * 65536, "\u00e9" * 32768, "\u2028" * 21845, '"\\' * 21845]
+    out += ["A" * 65536, "\u00e9" * 32768, "\u2028" * 21844 + "x", '"\\' * 21845]
     return list(dict.fromkeys(out))
 
 
@@ -105,7 +106,7 @@ def store_state(home: Home, c: DaemonClient) -> tuple[Any, ...]:
 
 
 def test_c13_hostile_corpus_round_trips_inside_the_envelope(home: Home) -> None:
-    home.config("[recall]\nmax_record_chars = 100000\nmax_total_chars = 1000000\n")
+    home.config("[recall]\nmax_record_chars = 100000\nmax_total_chars = 300000\n")
     corpus = hostile_corpus()
     assert len(corpus) >= 1000
     client = connect(home)
@@ -117,12 +118,16 @@ def test_c13_hostile_corpus_round_trips_inside_the_envelope(home: Home) -> None:
 
 def check_corpus(home: Home, client: DaemonClient, corpus: list[str]) -> None:
     stored: dict[str, str] = {}
+    batches = [i // 100 for i in range(len(corpus))]
     for i, text in enumerate(corpus):
-        memory = add(client, f"c13/b{i // 100}", text, SESSION_KINDS[i % 4], source="system" if i % 3 else None)
+        if len(text) > 10_000:  # one huge text per recall, so each fits the largest total budget
+            batches[i] = max(batches) + 1
+        space = f"c13/b{batches[i]}"
+        memory = add(client, space, text, SESSION_KINDS[i % 4], source="system" if i % 3 else None)
         stored[memory] = text
     before = store_state(home, client)
     seen = 0
-    for batch in range((len(corpus) + 99) // 100):
+    for batch in sorted(set(batches)):
         result = recall(client, [f"c13/b{batch}"], limit=100)
         records, hidden = parse(result["text"])
         assert (result["count"], hidden, result["truncated"]) == (len(records), 0, False)
@@ -236,10 +241,14 @@ def test_more_matches_than_the_limit_and_oversized_content(client: DaemonClient)
     records, hidden = parse(recall(client, ["project/app"], query="zebra")["text"])
     assert ([r["id"] for r in records], hidden) == ([huge], 0)
     assert records[0]["content"] == ("zebra " + "a" * 65530)[:1000] and records[0]["truncated"] is True
-    wide = add(client, "project/app", "zebra " + "\u00e9" * 32000, "procedure")  # 1000 escaped é: 6000 characters
+    wide = add(client, "project/app", "zebra " + "\u200b" * 10000, "procedure")  # 994 escaped: 5964 characters
     result = recall(client, ["project/app"], query="zebra")
     records, hidden = parse(result["text"])
     assert ([r["id"] for r in records], hidden, result["truncated"]) == ([huge], 1, True)
+    accented = add(client, "project/app", "zebra " + "\u00e9" * 32000, "procedure")  # é stays é: it fits
+    records, hidden = parse(recall(client, ["project/app"], query="zebra")["text"])
+    assert sorted(r["id"] for r in records) == sorted([huge, accented]) and hidden == 1
+    assert next(r for r in records if r["id"] == accented)["content"] == "zebra " + "\u00e9" * 994
     assert wide != huge
 
 
@@ -281,21 +290,46 @@ def test_deleted_deprecated_draft_and_archived_are_never_recalled(home: Home, cl
         c.close()
 
 
-def test_unreadable_spaces_are_skipped_not_denied(home: Home, client: DaemonClient) -> None:
+def test_unreadable_spaces_of_the_fixed_path_are_skipped_named_ones_denied(home: Home, client: DaemonClient) -> None:
     add(client, "project/secret", "deploy secret", "lesson")
     add(client, "user", "deploy shared", "lesson")
     token = client.call("client.add", name="reader", grants=[{"right": "read", "scope": "space:user"}])["token"]
     reader = connect(home, token)
     try:
         for params in ({}, {"query": "deploy"}):
-            records, _ = parse(recall(reader, ["project/secret", "user"], **params)["text"])
+            records, _ = parse(recall(reader, ["project/secret", "user"], fixed_path=True, **params)["text"])
             assert [r["space"] for r in records] == ["user"]
-        assert recall(reader, ["project/secret"], query="deploy") == {"text": "", "count": 0, "truncated": False}
-        with pytest.raises(HivememError) as info:
-            reader.call("memory.search", query="deploy", spaces=["project/secret"])
-        assert info.value.code == "denied.read"
+            for verb, extra in (("memory.recall", params), ("memory.search", {"query": "deploy"})):
+                with pytest.raises(HivememError) as info:  # a space the caller named, as search does (SPEC 4.3)
+                    reader.call(verb, spaces=["user", "project/secret"], **extra)
+                assert (info.value.code, info.value.exit_code) == ("denied.read", 4)
+                assert info.value.data["resource"] == "space:project/secret"
+        empty = recall(reader, ["project/secret"], query="deploy", fixed_path=True)
+        assert empty == {"text": "", "count": 0, "truncated": False}
     finally:
         reader.close()
+
+
+def test_cli_and_hooks_skip_unreadable_spaces_of_the_path_but_deny_named_ones(home: Home) -> None:
+    repo = f"{home.base}/repo"
+    os.makedirs(f"{repo}/.git")
+    owner = connect(home)
+    try:
+        add(owner, "project/repo", "release with make release", "convention")
+        add(owner, "user", "prefers small releases", "preference")
+        token = client_token(owner, "narrow", [("read", "space:user")])
+    finally:
+        owner.close()
+    path = home.ok("memory", "recall", "--query", "release", cwd=repo, token=token)  # the path: project/repo, user
+    assert [r["space"] for r in parse(path["text"])[0]] == ["user"]
+    named = home.cli("memory", "recall", "--spaces", "@project,user", "--query", "release", "--json", cwd=repo,
+                     token=token)  # fmt: skip
+    assert (named.code, named.json["error"]["code"]) == (4, "denied.read")
+    hook = {"session_id": "s", "cwd": repo, "prompt": "how do we release", "hook_event_name": "UserPromptSubmit"}
+    result = home.cli("hook", "prompt-submit", stdin=json.dumps(hook), token=token)
+    assert result.code == 0
+    context = json.loads(result.out)["hookSpecificOutput"]["additionalContext"]
+    assert [r["space"] for r in parse(context)[0]] == ["user"]
 
 
 def test_params_are_checked(client: DaemonClient) -> None:
@@ -306,6 +340,7 @@ def test_params_are_checked(client: DaemonClient) -> None:
         ({"spaces": ["user"], "limit": 101}, "invalid_params.range"),
         ({"spaces": ["user"], "query": "q" * 8193}, "invalid_params.range"),
         ({"spaces": ["user"], "record_usage": True}, "invalid_params.unknown"),
+        ({"spaces": ["user"], "fixed_path": "yes"}, "invalid_params.type"),
     ):
         with pytest.raises(HivememError) as info:
             client.call("memory.recall", **params)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envelopes import mask, parse, printable, record_lines
+from envelopes import hidden, mask, parse, record_lines, visible
 from hivemem.render import Bounds, render
 
 SPEC_EXAMPLE = """\
@@ -56,7 +58,6 @@ def test_the_spec_example_renders_exactly() -> None:
         revision=3,
         confidence_state="user_confirmed",
         review="due",
-        title="ignored",
         review_after="2026-01-01T00:00:00.000Z",
     )
     m4 = memory(4, "user", "Prefers small PRs.", kind="preference")
@@ -106,7 +107,7 @@ def test_the_budget_drops_whole_records_and_still_tries_later_ones() -> None:
 
 
 def test_nothing_fits_renders_nothing_but_says_truncated() -> None:
-    out = render([memory(1, content="\u4e00" * 1000)], ["user"], Bounds())
+    out = render([memory(1, content="\u200b" * 1000)], ["user"], Bounds())  # 6,000 characters escaped
     assert out.wire() == {"text": "", "count": 0, "truncated": True}
 
 
@@ -172,7 +173,7 @@ def test_controls_separators_bidi_and_tags_are_escaped() -> None:
         ["user"],
         Bounds(record_chars=10_000, total_chars=1_000_000),
     )
-    assert printable(out.text)
+    assert visible(out.text)
     (rec,), _ = parse(out.text)
     assert rec["content"] == nasty and rec["source"].startswith("system\u2028")
     line = record_lines(out.text)[0]
@@ -189,13 +190,92 @@ def test_controls_separators_bidi_and_tags_are_escaped() -> None:
         "\\r",
         "\\t",
         "\\u000b",
-        "\\f",
+        "\\u000c",
+        "\\u0008",
         "\\u001c",
         "\\u0000",
         '\\"',
         "\\\\",
     ):
         assert escape in line, escape
+
+
+# One character of each category SPEC 11.3 escapes, BMP and astral where the category has both.
+ESCAPED = [
+    ("Cc", "\x07"), ("Cc", "\x85"), ("Cf", "\u202e"), ("Cf", "\u2066"), ("Cf", "\u200b"), ("Cf", "\U000e0041"),
+    ("Zl", "\u2028"), ("Zp", "\u2029"), ("Co", "\ue000"), ("Co", "\U000f0000"), ("Cs", "\udc00"),
+    ("Cn", "\u0378"), ("Cn", "\U0003fffd"), ("Cn", "\ufffe"), ("Cn", "\uffff"),
+]  # fmt: skip
+
+
+def _units(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+@pytest.mark.parametrize(("category", "char"), ESCAPED, ids=[f"{c}-U+{ord(ch):04X}" for c, ch in ESCAPED])
+def test_each_hidden_category_is_escaped_as_u_escapes(category: str, char: str) -> None:
+    assert unicodedata.category(char) == category and hidden(char)
+    content = f"before{char}after"
+    out = render([memory(1, content=content, title=f"t{char}", tags=["a"])], ["user"], Bounds())
+    line = record_lines(out.text)[0]
+    assert char not in out.text
+    assert f"before{_units(char)}after" in line and f"t{_units(char)}" in line
+    (rec,), _ = parse(out.text)
+    assert (rec["content"], rec["title"]) == (content, f"t{char}")
+
+
+SCRIPTS = [
+    "Éléonore préfère le café crème à Noël",  # Latin with accents
+    "Развёртывание идёт через make release",  # Cyrillic
+    "我们的项目使用北京的服务器部署",  # Han
+    "デプロイはリリース手順で行います",  # Kana and Han
+    "배포는 릴리스 명령으로 합니다",  # Hangul
+    "النشر يتم عبر الأمر",  # Arabic letters (no bidi controls)
+    "परिनियोजन रिलीज़ से होता है",  # Devanagari with combining marks
+    "Ελληνικά και emoji 😀 ✓ — «guillemets»\u00a0nbsp\u3000ideographic space",
+]
+
+
+@pytest.mark.parametrize("text", SCRIPTS)
+def test_letters_of_every_script_stay_as_they_are(text: str) -> None:
+    out = render([memory(1, content=text, title=text[:20])], ["user"], Bounds())
+    line = record_lines(out.text)[0]
+    assert text in line and f'"title":"{text[:20]}"' in line
+    assert "\\u" not in line, "nothing in these texts needs an escape"
+    (rec,), _ = parse(out.text)
+    assert rec["content"] == text
+
+
+def test_a_1000_character_chinese_memory_fits_the_6000_character_budget() -> None:
+    for text in ("\u4e2d" * 1000, "ж" * 1000, "é" * 1000):
+        out = render([memory(1, content=text)], ["user"], Bounds())
+        (rec,), hidden_count = parse(out.text)
+        assert rec["content"] == text and "truncated" not in rec and hidden_count == 0
+        assert len(record_lines(out.text)[0]) < 1200  # the text and a little JSON, not six characters a letter
+    five = [memory(n, content=chr(0x4E00 + n) * 1000) for n in range(1, 6)]
+    out = render(five, ["user"], Bounds())
+    assert parse(out.text)[0] and out.count == 5 and not out.truncated
+
+
+def test_budgets_count_characters_of_the_rendered_lines() -> None:
+    plain = memory(1, content="中" * 100)
+    escaped = memory(2, content="\u200b" * 100)  # each becomes the six characters \u200b
+    lines = record_lines(render([plain, escaped], ["user"], Bounds()).text)
+    assert len(lines[1]) - len(lines[0]) == 500
+    budget = len(lines[0]) + len(lines[1]) - 1
+    out = render([plain, escaped], ["user"], Bounds(total_chars=budget))
+    assert [r["id"] for r in parse(out.text)[0]] == ["m1"] and out.truncated
+
+
+def test_the_title_comes_after_kind_and_only_when_there_is_one() -> None:
+    out = render([memory(1, title="Zig pin", tags=["zig"]), memory(2, title="")], ["user"], Bounds())
+    first, second = parse(out.text)[0]
+    assert list(first)[:6] == ["id", "revision", "space", "kind", "title", "tags"]
+    assert first["title"] == "Zig pin" and "title" not in second
 
 
 TEXT = st.text(st.characters(codec=None, exclude_categories=["Cs"]) | st.sampled_from(SEPARATORS + INVISIBLE + '"\\'))
@@ -230,3 +310,10 @@ def test_any_text_keeps_the_envelope_whole(
         assert json.loads(json.dumps(rec))["content"] == rec["content"]
     order = {"project/x": 0, "user": 1, "team/t": 2}
     assert [order[r["space"]] for r in shown] == sorted(order[r["space"]] for r in shown)
+
+
+def test_backslashes_before_b_and_f_stay_text() -> None:
+    content = "path C:\\build\\file \\\\b \x08 \x0c"
+    line = record_lines(render([memory(1, content=content)], ["user"], Bounds()).text)[0]
+    assert "\\\\build\\\\file \\\\\\\\b \\u0008 \\u000c" in line
+    assert parse(render([memory(1, content=content)], ["user"], Bounds()).text)[0][0]["content"] == content

@@ -6,6 +6,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from conftest import Home
 from hivemem import __version__
 
 MAX_FRAME = 4 * 1024 * 1024
+INT64 = 1 << 63
 WRONG_SECRET = base64.urlsafe_b64encode(bytes(32)).decode().rstrip("=")
 
 
@@ -24,8 +26,8 @@ class Raw:
 
     def __init__(self, path: str) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)  # blocking: a burst of connections waits for the daemon's accept queue
         self.sock.settimeout(20)
-        self.sock.connect(path)
         self.buffer = b""
         self.next_id = 100
 
@@ -228,16 +230,42 @@ def test_blank_lines_do_not_disturb_the_stream(home: Home, connect: Any) -> None
     assert message["ok"]["principal"] == "owner"
 
 
-def test_request_ids_are_echoed_whatever_their_type(home: Home, connect: Any) -> None:
+GOOD_IDS = ["abc", "", 0, -1, 7, INT64 - 1, -INT64, "x" * 64, "\u00e9" * 32]
+BAD_IDS = [b"1.5", b"1e3", b"NaN", b"Infinity", b"-Infinity", b"null", b"true", b"[1]", b'{"k": "v"}',
+           str(INT64).encode(), b'"' + b"x" * 65 + b'"', b'"' + "\u00e9".encode() * 33 + b'"',
+           b'"\\ud800"']  # fmt: skip
+
+
+def test_integer_and_short_string_ids_are_echoed(home: Home, connect: Any) -> None:
     raw = connect()
     raw.hello(owner_key(home))
-    for request_id in ("abc", 0, -1, 1.5, None, [1], {"k": "v"}):
+    for request_id in GOOD_IDS:
         raw.send({"id": request_id, "verb": "whoami", "params": {}})
         message = raw.reply()
         assert message["id"] == request_id
         assert message["ok"]["principal"] == "owner"
     raw.send({"id": "p", "verb": "whoami"})  # params may be omitted
     assert raw.reply() == {"id": "p", "ok": raw.call("whoami")["ok"]}
+
+
+@pytest.mark.parametrize("request_id", BAD_IDS, ids=[i.decode("utf-8", "replace")[:12] for i in BAD_IDS])
+def test_any_other_id_is_a_frame_error_with_a_null_id(home: Home, connect: Any, request_id: bytes) -> None:
+    raw = connect()
+    raw.hello(owner_key(home))
+    raw.send(b'{"id": ' + request_id + b', "verb": "memory.add", "params": {"space": "user", "content": "x"}}\n')
+    message = raw.reply()
+    assert error_of(message) == "invalid_params.frame"
+    assert message["id"] is None and message["error"]["data"]["param"] == "id"
+    raw.send(b'{"verb": "memory.add", "params": {"space": "user", "content": "no id"}}\n')
+    assert error_of(raw.reply()) == "invalid_params.frame"
+    assert raw.call("store.status")["ok"]["memories"] == 0  # the connection stays open; nothing was run
+
+
+def test_a_bad_id_before_hello_leaves_the_connection_unauthenticated(home: Home, connect: Any) -> None:
+    raw = connect()
+    raw.send(b'{"id": NaN, "verb": "hello", "params": {}}\n')
+    assert error_of(raw.reply()) == "invalid_params.frame"
+    assert raw.hello(owner_key(home))["ok"]["principal"] == "owner"
 
 
 def test_replies_are_ascii_json_lines(home: Home, connect: Any) -> None:
@@ -329,6 +357,109 @@ def test_connection_closed_mid_request_leaves_the_daemon_serving(home: Home, con
     fresh = connect()
     fresh.hello(owner_key(home))
     assert fresh.call("store.status")["ok"]["memories"] == 0
+
+
+def test_half_frames_on_many_connections_write_nothing(home: Home, connect: Any) -> None:
+    """Cut anywhere: before the id, inside a string, an escape or a surrogate pair, just before the newline."""
+    line = json.dumps({"id": 1, "verb": "memory.add", "params": {"space": "user", "content": 'half "é" \ud83d\ude00'}})
+    line = line.replace("\\u00e9", "\\u00e9")
+    for cut in range(1, len(line), 3):
+        raw = connect()
+        raw.hello(owner_key(home))
+        raw.send(line[:cut].encode())
+        raw.close()
+    fresh = connect()
+    fresh.hello(owner_key(home))
+    assert fresh.call("store.status")["ok"]["memories"] == 0
+    assert home.cli("ping").code == 0
+
+
+# nesting depth (SPEC 10)
+
+
+def deep(levels: int, *, objects: bool = False) -> bytes:
+    return (b'{"k":' * levels + b"1" + b"}" * levels) if objects else (b"[" * levels + b"1" + b"]" * levels)
+
+
+def add_line(value: bytes, request_id: bytes = b"7", *, id_last: bool = False) -> bytes:
+    params = b'{"space": "user", "content": "x", "provenance": ' + value + b"}"
+    if id_last:
+        return b'{"verb": "memory.add", "params": ' + params + b', "id": ' + request_id + b"}\n"
+    return b'{"id": ' + request_id + b', "verb": "memory.add", "params": ' + params + b"}\n"
+
+
+@pytest.mark.parametrize("levels", [33, 100, 999, 5000, 1_000_000])
+@pytest.mark.parametrize("objects", [False, True])
+def test_params_nested_deeper_than_32_levels_are_a_depth_error(home: Home, connect: Any, levels: int,
+                                                               objects: bool) -> None:  # fmt: skip
+    raw = connect()
+    raw.hello(owner_key(home))
+    if objects:
+        levels = min(levels, MAX_FRAME // 7)  # `{"k":` takes 6 bytes a level: as deep as fits a frame
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        raw.send(add_line(deep(levels, objects=objects)))
+    message = raw.reply()
+    assert error_of(message) == "invalid_params.depth", message
+    assert (message["id"], message["error"]["data"]["param"]) == (7, "provenance")
+    assert raw.call("store.status")["ok"]["memories"] == 0  # the connection stays open
+    raw.send(add_line(deep(1_000_000), id_last=True))  # the id after the deep part is never read
+    message = raw.reply()
+    assert (error_of(message), message["id"]) == ("invalid_params.depth", None)
+    assert serving(raw) and home.cli("ping").code == 0
+
+
+def test_32_levels_pass_the_depth_check(home: Home, connect: Any) -> None:
+    raw = connect()
+    raw.hello(owner_key(home))
+    raw.send(add_line(deep(32)))
+    assert error_of(raw.reply()) == "invalid_params.type"  # provenance must be an object; the depth was fine
+    raw.send(add_line(b'{"kind": "cli", "host": ' + deep(31) + b"}"))
+    assert error_of(raw.reply()) == "invalid_params.provenance"
+
+
+def test_deep_ids_and_hello_params(home: Home, connect: Any) -> None:
+    raw = connect()
+    for line in (b'{"id": ' + deep(1_000_000) + b', "verb": "whoami"}\n', b'{"id": ' + deep(40) + b', "verb": "x"}\n'):
+        raw.send(line)
+        message = raw.reply()
+        assert (error_of(message), message["id"]) == ("invalid_params.frame", None)
+    raw.send(b'{"id": 3, "verb": "hello", "params": {"token": ' + deep(50) + b"}}\n")
+    message = raw.reply()
+    assert (error_of(message), message["id"], message["error"]["data"]["param"]) == ("invalid_params.depth", 3, "token")
+    assert raw.hello(owner_key(home))["ok"]["principal"] == "owner"
+
+
+# random bytes and idle connections
+
+
+def test_random_bytes_never_take_the_daemon_down(home: Home, connect: Any) -> None:
+    rng = random.Random(8)
+    raw = connect()
+    raw.hello(owner_key(home))
+    for _ in range(300):
+        garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))).replace(b"\n", b" ")
+        raw.send(garbage + b'\n{"id": "after", "verb": "store.status"}\n')
+        while (message := raw.reply())["id"] != "after":  # a blank line gets no reply; anything else an error
+            assert message["id"] is None and error_of(message).startswith("invalid_params."), message
+        assert message["ok"]["memories"] == 0
+    other = connect()
+    other.send(bytes(rng.randrange(256) for _ in range(1 << 16)))  # no newline, then gone: a half frame
+    other.close()
+    assert serving(raw) and home.cli("ping").code == 0
+
+
+def test_3000_idle_connections(home: Home, connect: Any) -> None:
+    idle = [connect() for _ in range(3000)]
+    half = idle[:10]
+    for raw in half:
+        raw.send(b'{"id": 1, "verb": "hel')
+    fresh = connect()
+    assert fresh.hello(owner_key(home))["ok"]["principal"] == "owner"
+    assert fresh.call("memory.add", {"space": "user", "content": "while 3000 wait"})["ok"]["changed"] is True
+    assert home.ok("store", "status")["memories"] == 1
+    for raw in idle:
+        raw.close()
+    assert serving(fresh)
 
 
 # pipelining

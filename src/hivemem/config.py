@@ -42,7 +42,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("recall.team_spaces", [], "Team spaces appended to the fixed read path."),
     Setting("recall.session_limit", 12, "Records a session-start recall renders.", 1, 100),
     Setting("recall.max_record_chars", 1000, "Longest rendered record.", 100, 100000),
-    Setting("recall.max_total_chars", 6000, "Longest rendered recall.", 200, 1000000),
+    # At most 12 wire bytes per character (an escaped astral one), so the largest recall still fits a frame.
+    Setting("recall.max_total_chars", 6000, "Longest rendered recall.", 200, 300000),
     Setting("search.min_similarity", 0.0, "Floor for the vector list.", -1.0, 1.0),
     Setting("grants.unknown", [{"right": "read", "scope": "*"}], "Grants of a connection with no token."),
     Setting("embeddings.provider", "off", "Embedding provider.", choices=("off", "http", "local")),

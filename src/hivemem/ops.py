@@ -73,11 +73,16 @@ def _write_space(principal: Principal, space: str) -> None:
         raise denied(principal, "write", f"space:{space}")
 
 
-def _filter(store: Store, principal: Principal, p: dict[str, Any], **kw: Any) -> Filter:
-    spaces = p.get("spaces")
-    for space in spaces or ():
+def _readable_spaces(principal: Principal, spaces: list[str]) -> None:
+    """denied.read for the first named space the caller cannot read, before any output (SPEC 4.3)."""
+    for space in spaces:
         if not principal.can("read", space):
             raise denied(principal, "read", f"space:{space}")
+
+
+def _filter(store: Store, principal: Principal, p: dict[str, Any], **kw: Any) -> Filter:
+    spaces = p.get("spaces")
+    _readable_spaces(principal, spaces or [])
     session_ids = None
     if p.get("session"):
         see = readable_sessions(principal)
@@ -155,7 +160,10 @@ def _record_usage(store: Store, principal: Principal, query: str, hits: list[dic
 
 
 def recall(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    """The envelope for the read path; spaces the caller cannot read are skipped, not denied (SPEC 4.3)."""
+    """The envelope for `spaces`: named ones must all be readable; of the fixed read path a client filled in,
+    unreadable ones are skipped (SPEC 4.3)."""
+    if not p["fixed_path"]:
+        _readable_spaces(principal, p["spaces"])
     path = [space for space in p["spaces"] if principal.can("read", space)]
     return run_recall(store.conn, principal.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
 
@@ -164,9 +172,12 @@ def forget(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, A
     for space in p["spaces"]:
         _write_space(principal, space)
     flt = _filter(store, principal, p, status=None, before=p.get("before") or None)
-    chosen = listing.selection(store.conn, flt)
+    after = int(p["after"][1:]) if p.get("after") else None
+    found = listing.selection(store.conn, flt, after, p["limit"] + 1)
+    chosen = found[: p["limit"]]
+    page = {"next": memories.mid(chosen[-1][0]) if len(found) > p["limit"] else None}
     if p["dry_run"]:
-        return {"deleted": [{"id": memories.mid(m), "revision": r} for m, r in chosen], "failed": []}
+        return {"deleted": [{"id": memories.mid(m), "revision": r} for m, r in chosen], "failed": [], **page}
     done: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     for memory, revision in chosen:
@@ -175,7 +186,7 @@ def forget(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, A
             done.append({"id": result["id"], "revision": result["revision"]})
         except HivememError as exc:
             failed.append({"id": memories.mid(memory), "code": exc.code})
-    return {"deleted": done, "failed": failed}
+    return {"deleted": done, "failed": failed, **page}
 
 
 def purge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
@@ -193,13 +204,19 @@ def purge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, An
 
 
 def space_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    return listing.spaces(store.conn, Filter(readable=principal.scope("read"), status=None))
+    flt = Filter(readable=principal.scope("read"), status=None)
+    return listing.spaces(store.conn, flt, p.get("after"), p["limit"])
 
 
 def status(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    """Counts of what the caller can read; only the owner also sees the store's path and size (SPEC 10)."""
     if not principal.is_owner and not any(g["right"] == "read" for g in principal.grants):
         raise denied(principal, "read", "store")
-    return listing.status(store.conn, store.path, store.sqlite_version)
+    every, numbers = session_scope(principal, "read")
+    reporter = None if principal.id == "unknown" else principal.id
+    seen = listing.Sessions(every, numbers, reporter)
+    path = store.path if principal.is_owner else None
+    return listing.status(store.conn, store.sqlite_version, principal.scope("read"), seen, path)
 
 
 def whoami(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
@@ -215,7 +232,8 @@ def client_add(store: Store, principal: Principal, p: dict[str, Any]) -> dict[st
 
 
 def client_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    return client_store.list_clients(store.conn)
+    after = int(p["after"][1:]) if p.get("after") else None
+    return client_store.list_clients(store.conn, after, p["limit"])
 
 
 def client_remove(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:

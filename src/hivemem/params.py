@@ -12,14 +12,21 @@ from typing import Any
 from hivemem import secrets
 from hivemem.errors import InvalidParams
 from hivemem.manifest import KINDS, Param, Verb
+from hivemem.protocol import check_depth
 
 SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
-ID_RE = {"memory_id": re.compile(r"^m[1-9][0-9]{0,17}$"), "session_id": re.compile(r"^s[1-9][0-9]{0,17}$")}
+ID_RE = {
+    "memory_id": re.compile(r"^m[1-9][0-9]{0,17}$"),
+    "session_id": re.compile(r"^s[1-9][0-9]{0,17}$"),
+    "principal": re.compile(r"^g[1-9][0-9]{0,17}$"),
+}
+ID_EXAMPLE = {"memory_id": "m<N>", "session_id": "s<N>", "principal": "g<N>"}
 TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 EVENT_TYPE_RE = re.compile(r"^[a-z]+\.[a-z_]+$")
 RELATIONS = ("continue", "fork", "subagent")
 MAX_TAGS = 16
+MAX_GRANTS = 64  # keeps a client's row, and so client.list and whoami, well inside a frame
 INT64 = 1 << 63
 PROVENANCE_BYTES = 2048
 PROVENANCE_KINDS = ("conversation", "file", "import", "cli", "mcp", "hook")
@@ -39,6 +46,8 @@ def nbytes(text: str) -> int:
 
 
 def has_control(text: str, allowed: str = "") -> bool:
+    if text.isprintable():  # no category C or Z character at all: the usual text, checked in C
+        return False
     return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
 
 
@@ -62,6 +71,7 @@ def validate(verb: Verb, params: Any, max_content_bytes: int) -> dict[str, Any]:
     """Checked params with defaults filled in; the first problem raises invalid_params.*."""
     if not isinstance(params, dict):
         raise InvalidParams("type", "params must be an object", param="params")
+    check_depth(params)  # first: nothing below walks a value that could be nested without bound
     for name in params:
         if verb.param(str(name)) is None:
             raise InvalidParams("unknown", f"{verb.name} has no param {name!r}", param=str(name))
@@ -91,8 +101,12 @@ def check(p: Param, value: Any, max_content_bytes: int) -> Any:
         raise _range(p.name, f"must be from {_num(p.minimum)} to {_num(p.maximum)}", min=p.minimum, max=p.maximum)
     if p.max_bytes is not None and nbytes(value) > p.max_bytes:
         raise _range(p.name, f"must be at most {p.max_bytes} bytes", max_bytes=p.max_bytes)
+    if p.format == "content" and nbytes(value) > max_content_bytes:
+        raise _range(p.name, f"must be at most {max_content_bytes} bytes", max_bytes=max_content_bytes)
+    if p.scanned:  # before the grammar checks, so a secret is refused as one whatever else is wrong
+        no_secret(p.name, value)
     if p.format == "content":
-        return content(p.name, value, max_content_bytes)
+        return content(p.name, value)
     if p.type == "array":
         return array(p, value)
     fmt = FORMATS.get(p.format)
@@ -111,29 +125,37 @@ def _range(param: str, why: str, **data: Any) -> InvalidParams:
     return InvalidParams("range", f"{param} {why}", param=param, **{k: v for k, v in data.items() if v is not None})
 
 
-def content(param: str, value: str, max_bytes: int) -> str:
-    if not value:
-        raise InvalidParams("content", f"{param} must not be empty", param=param)
+def content(param: str, value: str) -> str:
+    if not value.strip():
+        raise InvalidParams("content", f"{param} must not be empty or only whitespace", param=param)
     if has_control(value, "\t\r\n"):
         raise InvalidParams("content", f"{param} has a control character", param=param)
-    if nbytes(value) > max_bytes:
-        raise _range(param, f"must be at most {max_bytes} bytes", max_bytes=max_bytes)
-    _no_secret(param, value)
     return value
 
 
-def _no_secret(param: str, value: str) -> None:
-    kind = secrets.find(value)
-    if kind is not None:
-        raise InvalidParams(
-            "secret_content", f"{param} contains a secret ({kind}); it was not stored", param=param, kind=kind
-        )
+def no_secret(param: str, value: Any) -> None:
+    """invalid_params.secret_content if any string in `value` (object keys too) holds a secret; never echoes it."""
+    for text in _strings(value):
+        kind = secrets.find(text)
+        if kind is not None:
+            raise InvalidParams(
+                "secret_content", f"{param} contains a secret ({kind}); it was not stored", param=param, kind=kind
+            )
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for k, v in value.items() for text in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [text for v in value for text in _strings(v)]
+    return []
 
 
 def title(param: str, value: str) -> str:
     if has_control(value):
         raise InvalidParams("title", f"{param} has a control character", param=param)
-    _no_secret(param, value)
     return value
 
 
@@ -166,7 +188,7 @@ def timestamp(param: str, value: str) -> str:
 
 def identifier(param: str, value: str, fmt: str) -> str:
     if not ID_RE[fmt].match(value):
-        expected = "m<N>" if fmt == "memory_id" else "s<N>"
+        expected = ID_EXAMPLE[fmt]
         raise InvalidParams("type", f"{param} must be an id like {expected}", param=param, expected=expected)
     return value
 
@@ -193,6 +215,8 @@ def grants(param: str, value: list[Any]) -> list[dict[str, str]]:
     """SPEC 4.2: each grant is {right: read|write, scope: selector}."""
     from hivemem.config import valid_selector
 
+    if len(value) > MAX_GRANTS:
+        raise _range(param, f"takes at most {MAX_GRANTS} grants", max_items=MAX_GRANTS)
     for grant in value:
         if not isinstance(grant, dict) or set(grant) != {"right", "scope"}:
             raise InvalidParams(
@@ -257,8 +281,6 @@ def _bounded(limit: int, choices: tuple[str, ...] = ()) -> Callable[[str, str, A
             raise _bad_provenance(param, member, f"{member} must be a string of at most {limit} bytes")
         if choices and value not in choices:
             raise _bad_provenance(param, member, f"{member} must be one of {', '.join(choices)}")
-        if member == "reason":
-            _no_secret(f"{param}.reason", value)
 
     return rule
 
@@ -299,6 +321,7 @@ FORMATS: dict[str, Callable[[str, Any], Any]] = {
     "timestamp": timestamp,
     "memory_id": lambda n, v: identifier(n, v, "memory_id"),
     "session_id": lambda n, v: identifier(n, v, "session_id"),
+    "principal": lambda n, v: identifier(n, v, "principal"),
     "provenance": provenance,
     "client_name": client_name,
     "harness": harness,

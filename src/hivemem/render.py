@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 PREAMBLE = (
@@ -17,6 +20,12 @@ MORE = " {m} more matched but are not shown."
 BEGIN = "<<<hivemem-recall-begin {nonce}>>>"
 END = "<<<hivemem-recall-end {nonce}>>>"
 HIDDEN_STATES = ("deprecated",)
+# Characters that could hide text or break a line (SPEC 11.3): escaped as \uXXXX, everything else kept as is.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+NONCHARACTERS = frozenset({"\ufffe", "\uffff"})
+# An escape `\b` or `\f` made by the encoder: preceded by an even run of backslashes (escaped backslashes).
+SHORT = re.compile(r"(?<!\\)((?:\\\\)*)\\([bf])")
+CACHE_MAX = 65536  # distinct characters whose escape is remembered
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,10 @@ def grouped(memories: list[dict[str, Any]], spaces: Sequence[str]) -> list[dict[
 
 def record(memory: dict[str, Any], max_chars: int) -> dict[str, Any]:
     """The record of one memory, fields in the order of SPEC 11.3, content bounded to `max_chars`."""
-    out: dict[str, Any] = {key: memory[key] for key in ("id", "revision", "space", "kind", "tags")}
+    out: dict[str, Any] = {key: memory[key] for key in ("id", "revision", "space", "kind")}
+    if memory.get("title"):
+        out["title"] = memory["title"]
+    out["tags"] = memory["tags"]
     if memory.get("source"):
         out["source"] = memory["source"]
     author = memory.get("author") or {}
@@ -96,9 +108,49 @@ def record(memory: dict[str, Any], max_chars: int) -> dict[str, Any]:
     return out
 
 
+def hidden(char: str) -> bool:
+    """Whether SPEC 11.3 escapes this character: it could hide text or break a line."""
+    return unicodedata.category(char) in HIDDEN_CATEGORIES or char in NONCHARACTERS
+
+
+@lru_cache(maxsize=CACHE_MAX)  # thread-safe, and bounded whatever the text
+def _escape(char: str) -> str:
+    """`\\uXXXX` (a surrogate pair for an astral character) for a hidden character, else ''."""
+    if not hidden(char):
+        return ""
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _escape_hidden(line: str) -> str:
+    """`line` with every hidden character escaped; replacing in C beats a per-character translate table."""
+    for char in set(line):
+        escape = _escape(char)
+        if escape:
+            line = line.replace(char, escape)
+    return line
+
+
+def _shown(line: str) -> bool:
+    """True when `line` surely holds no hidden character; False sends it to the per-character check (also
+    for a space separator such as U+3000, which str.isprintable() counts as unprintable but is shown)."""
+    if line.isascii():  # known in O(1); the encoder has escaped U+0000-U+001F, so only DEL can be left
+        return "\x7f" not in line
+    return line.isprintable()
+
+
 def escaped(obj: dict[str, Any]) -> str:
-    """One JSON line of printable ASCII: every non-ASCII and control character is a `\\u`-style escape."""
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
+    """One compact JSON line in which letters of every script stay readable and every character that could
+    hide text or break a line is a `\\uXXXX` escape (or `\\n`, `\\r`, `\\t`)."""
+    line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))  # escapes U+0000-U+001F, quote, backslash
+    if not _shown(line):
+        line = _escape_hidden(line)
+    if "\\b" in line or "\\f" in line:  # JSON's other two short escapes, spelled as SPEC 11.3 asks
+        line = SHORT.sub(lambda m: m.group(1) + ("\\u0008" if m.group(2) == "b" else "\\u000c"), line)
+    return line
 
 
 def record_line(memory: dict[str, Any], max_chars: int) -> tuple[str, bool]:

@@ -7,7 +7,7 @@ import sys
 
 from hivemem.errors import InvalidParams
 from hivemem.manifest import Param, Verb
-from hivemem.protocol import MAX_FRAME
+from hivemem.protocol import MAX_DEPTH, MAX_FRAME, depth, too_deep
 from hivemem.spaces import placeholder
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
@@ -99,9 +99,14 @@ def _json(p: Param, text: str) -> Any:
                 "type", f"--{flag(p.name)}: cannot read {text[1:]}: {exc.strerror}", param=p.name
             ) from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
+    except RecursionError:
+        raise too_deep(p.name) from None
     except ValueError:
         raise InvalidParams("type", f"--{flag(p.name)} must be JSON", param=p.name, expected=p.type) from None
+    if depth(value) > MAX_DEPTH:  # refused here as the daemon would, before anything is sent
+        raise too_deep(p.name)
+    return value
 
 
 def convert(p: Param, text: str) -> Any:

@@ -45,6 +45,8 @@ def verb_parser(verb: Verb, prog: str) -> Parser:
     parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
     parser.add_argument("--json", action="store_true", help="print the result object as JSON")
     for p in verb.params:
+        if p.by_client:
+            continue
         kw: dict[str, Any] = {"dest": p.name, "help": help_text(p)}
         if p.type == "boolean":
             kw.update(nargs="?", const="true", metavar="true|false")

@@ -16,14 +16,19 @@ ERROR_CODES = (
     ("invalid_params.range", "a value outside its bound, choices or grammar"),
     ("invalid_params.missing", "a required param is absent"),
     ("invalid_params.encoding", "invalid UTF-8 or a lone surrogate"),
-    ("invalid_params.content", "empty content or a control character in it"),
+    ("invalid_params.content", "content that is empty or only whitespace, or holds a control character"),
     ("invalid_params.title", "a control character in a title"),
     ("invalid_params.space", "a space name outside the grammar"),
     ("invalid_params.provenance", "a provenance member unknown, mistyped or over its bound"),
     ("invalid_params.query", "an empty or whitespace-only query"),
-    ("invalid_params.secret_content", "text that holds a secret (never echoed)"),
+    ("invalid_params.secret_content", "a stored string that holds a secret (data.param, data.kind; never echoed)"),
+    ("invalid_params.depth", "a param nested deeper than 32 levels of arrays and objects"),
     ("invalid_params.protocol", "a request before hello, a second hello, a line that is not a request"),
-    ("invalid_params.frame", "a request line over 4 MiB (the connection is closed)"),
+    (
+        "invalid_params.frame",
+        "a request line over 4 MiB (the connection is closed), or a request id that is not "
+        "an integer or a string of at most 64 bytes (answered with a null id)",
+    ),
     ("invalid_params.config", "a bad config file (data.key names the key)"),
     ("invalid_params.usage", "a command line the CLI cannot parse"),
     ("invalid_params.client_right", "a grant with a right other than read or write"),
@@ -134,7 +139,7 @@ def cli_markdown() -> str:
     lines = [HEADER, "# CLI", "", "`hivemem <group> <verb> [--param value ...] [--json]`", ""]
     lines += ["| command | flags |", "|---|---|"]
     for verb in VERBS:
-        flags = " ".join(f"`--{p.name.replace('_', '-')}`" for p in verb.params) or "—"
+        flags = " ".join(f"`--{p.name.replace('_', '-')}`" for p in verb.params if not p.by_client) or "—"
         lines.append(f"| `{command(verb)}` | {flags} `--json` |")
     lines += [
         "| `hivemem serve` | runs the daemon in the foreground |",

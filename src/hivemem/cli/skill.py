@@ -101,7 +101,8 @@ def _kinds() -> str:
 
 
 def _params(verb: Verb) -> str:
-    return ", ".join(f"`{p.name}`" + ("*" if p.required else "") for p in verb.params) or "none"
+    shown = [p for p in verb.params if not p.by_client]
+    return ", ".join(f"`{p.name}`" + ("*" if p.required else "") for p in shown) or "none"
 
 
 def _tool(verb: Verb) -> str:

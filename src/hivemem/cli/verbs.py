@@ -30,7 +30,7 @@ def run_verb(verb: Verb, args: list[str]) -> int:
         json_mode = ns.pop("json")
         params = collect(verb, ns)
         if verb.name == "memory.recall" and "spaces" not in params:
-            params["spaces"] = default_read_path()
+            params.update(spaces=default_read_path(), fixed_path=True)
         result = call(verb.name, params)
     except HivememError as exc:
         return output.error(exc, json_mode)

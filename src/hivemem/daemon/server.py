@@ -14,11 +14,11 @@ from typing import Any
 
 import apsw
 
-from hivemem import __version__, ops, peer
+from hivemem import __version__, ops, peer, protocol
 from hivemem.config import Config
 from hivemem.daemon.lifecycle import Log, idle_seconds
 from hivemem.errors import Failed, HivememError, InvalidParams
-from hivemem.protocol import MAX_FRAME, PROTOCOL, decode_request, encode, reply
+from hivemem.protocol import MAX_FRAME, PROTOCOL, TooDeep, check_depth, decode, encode, reply, verb_and_params
 from hivemem.store import Store, memories, open_reader
 from hivemem.store.clients import Principal, authenticate
 from hivemem.store.db import keep_files_on_close, scalar
@@ -147,8 +147,12 @@ class Server:
         request_id: Any = None
         self.in_flight += 1
         try:
-            request_id, verb, params = decode_request(line)
+            message = decode(line)
+            request_id = protocol.request_id(message)  # an id that is not one is answered with a null id
+            verb, params = verb_and_params(message)
             return reply(request_id, await self._run(state, verb, params))
+        except TooDeep as exc:
+            return reply(exc.request_id, error=exc)
         except HivememError as exc:
             return reply(request_id, error=exc)
         except Exception as exc:  # a bug must not take the daemon down
@@ -249,6 +253,7 @@ class Server:
     def _hello(self, params: Any) -> Principal:
         if not isinstance(params, dict):
             raise InvalidParams("type", "hello params must be an object", param="params")
+        check_depth(params)
         for name, value in params.items():
             if name not in HELLO_PARAMS:
                 raise InvalidParams("unknown", f"hello has no param {name!r}", param=name)

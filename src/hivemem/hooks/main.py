@@ -75,7 +75,8 @@ def answer(opts: Options, hook: HookInput, deadline: float) -> str:
     try:
         if opts.record_session:
             record_session(client, opts, hook)
-        params: dict[str, object] = {"spaces": spaces.read_path(hook.cwd, config["recall.team_spaces"])}
+        params: dict[str, object] = {"spaces": spaces.read_path(hook.cwd, config["recall.team_spaces"]),
+                                     "fixed_path": True}  # fmt: skip
         if hook.prompt is not None:
             params["query"] = hook.prompt
         text = str(client.call("memory.recall", **params)["text"])

@@ -62,7 +62,7 @@ def input_schema(verb: Verb) -> dict[str, Any]:
     required = [p.name for p in verb.params if p.required and (verb.name, p.name) not in CLIENT_DEFAULTS]
     schema: dict[str, Any] = {
         "type": "object",
-        "properties": {p.name: param_schema(p) for p in verb.params},
+        "properties": {p.name: param_schema(p) for p in verb.params if not p.by_client},
         "additionalProperties": False,
     }
     if required:
@@ -84,7 +84,7 @@ def prepare(verb: Verb, arguments: dict[str, Any], cwd: str, team_spaces: list[s
         elif p.type == "array" and _is_space(p) and isinstance(value, list):
             params[p.name] = [placeholder(v, cwd, p.name) if isinstance(v, str) else v for v in value]
     if (verb.name, "spaces") in CLIENT_DEFAULTS and "spaces" not in params:
-        params["spaces"] = read_path(cwd, team_spaces)
+        params.update(spaces=read_path(cwd, team_spaces), fixed_path=True)
     return params
 
 

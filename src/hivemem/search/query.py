@@ -11,9 +11,12 @@ from hivemem.search import fts
 from hivemem.search.fuse import K
 from hivemem.store.filters import Filter
 from hivemem.store.listing import item
-from hivemem.store.memories import COLUMNS
+from hivemem.store.memories import COLUMNS, cut
 
 ROW = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
+# FTS5's snippet counts tokens, and one token can be a whole memory (65,536 bytes without a space): 100 such
+# hits would not fit a reply frame. 64 ordinary tokens take a few hundred bytes, far below this cut.
+SNIPPET_MAX_BYTES = 2048
 
 
 def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str) -> dict[str, Any]:
@@ -26,7 +29,7 @@ def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str
     results = []
     for rank, row in enumerate(fts.hits(conn, query, flt, ROW, limit), start=1):
         hit = item(row[:-2])
-        hit["snippet"] = row[-1]
+        hit["snippet"] = cut(row[-1], SNIPPET_MAX_BYTES)
         hit["score"] = 1.0 / (K + rank)
         hit["fts_rank"] = rank
         results.append(hit)

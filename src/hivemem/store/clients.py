@@ -220,13 +220,20 @@ def add_client(conn: apsw.Connection, actor: Principal, name: str, grants: list[
     return {"client": name, "principal": principal, "token": f"hm1.{principal}.{secret}", "expires": expires}
 
 
-def list_clients(conn: apsw.Connection) -> dict[str, Any]:
-    """Every client, never a hash."""
+def list_clients(conn: apsw.Connection, after: int | None, limit: int) -> dict[str, Any]:
+    """Clients in the order they were made (by principal number), paged after `g<after>`; never a hash."""
     from hivemem.store.db import all_rows
 
-    rows = all_rows(conn, "SELECT name, principal, grants, created, expires FROM clients ORDER BY created, name")
+    rows = all_rows(
+        conn,
+        "SELECT name, principal, grants, created, expires FROM clients WHERE CAST(substr(principal, 2) AS INTEGER) > ? "
+        "ORDER BY CAST(substr(principal, 2) AS INTEGER) LIMIT ?",
+        (after or 0, limit + 1),
+    )
+    page = rows[:limit]
     return {"clients": [{"name": n, "principal": p, "grants": json.loads(g), "created": c, "expires": e}
-                        for n, p, g, c, e in rows]}  # fmt: skip
+                        for n, p, g, c, e in page],
+            "next": page[-1][1] if len(rows) > limit else None}  # fmt: skip
 
 
 def remove_client(conn: apsw.Connection, actor: Principal, name: str) -> dict[str, Any]:

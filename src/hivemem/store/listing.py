@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
+from hivemem.store.clients import Readable
 from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
 from hivemem.store.memories import COLUMNS, cut, mid, shape
@@ -41,46 +43,88 @@ def list_memories(conn: apsw.Connection, flt: Filter, after: int | None, limit: 
     return {"memories": [item(r, deleted=flt.include_deleted) for r in page], "next": nxt}
 
 
-def selection(conn: apsw.Connection, flt: Filter) -> list[tuple[int, int]]:
-    """(id, revision) of every matching memory, newest first."""
+def selection(conn: apsw.Connection, flt: Filter, after: int | None = None, limit: int = -1) -> list[tuple[int, int]]:
+    """(id, revision) of the newest `limit` matching memories below `after` (all of them by default)."""
     where, args = flt.where("m")
-    return [
-        (int(a), int(b))
-        for a, b in all_rows(conn, f"SELECT id, revision FROM memories m WHERE {where} ORDER BY id DESC", args)
-    ]
+    if after is not None:
+        where += " AND m.id < ?"
+        args.append(after)
+    sql = f"SELECT id, revision FROM memories m WHERE {where} ORDER BY id DESC LIMIT ?"
+    return [(int(a), int(b)) for a, b in all_rows(conn, sql, (*args, limit))]
 
 
-def spaces(conn: apsw.Connection, flt: Filter) -> dict[str, Any]:
-    """Readable spaces by name, counting live memories of any status."""
+def spaces(conn: apsw.Connection, flt: Filter, after: str | None, limit: int) -> dict[str, Any]:
+    """Readable spaces by name, counting live memories of any status; paged by an exclusive `after` name."""
     where, args = flt.where("m")
+    if after is not None:
+        where += " AND m.space > ?"
+        args.append(after)
     rows = all_rows(
-        conn, f"SELECT space, COUNT(*), MAX(updated) FROM memories m WHERE {where} GROUP BY space ORDER BY space", args
+        conn,
+        f"SELECT space, COUNT(*), MAX(updated) FROM memories m WHERE {where} GROUP BY space ORDER BY space LIMIT ?",
+        (*args, limit + 1),
     )
-    return {"spaces": [{"space": s, "memories": n, "updated": u} for s, n, u in rows]}
+    page = rows[:limit]
+    nxt = page[-1][0] if len(rows) > limit else None
+    return {"spaces": [{"space": s, "memories": n, "updated": u} for s, n, u in page], "next": nxt}
 
 
-def status(conn: apsw.Connection, path: str, sqlite_version: str) -> dict[str, Any]:
-    """Path, versions, size and counts of the store."""
+@dataclass(frozen=True)
+class Sessions:
+    """Which sessions a caller can read: all, these numbers, or those it reported (SPEC 4.3)."""
+
+    every: bool
+    numbers: frozenset[int]
+    reporter: str | None
+
+    def where(self) -> tuple[str, list[Any]]:
+        if self.every:
+            return "1", []
+        clauses: list[str] = ["0"]
+        args: list[Any] = []
+        if self.reporter is not None:
+            clauses.append("principal = ?")
+            args.append(self.reporter)
+        if self.numbers:
+            clauses.append(f"id IN ({','.join('?' * len(self.numbers))})")
+            args.extend(sorted(self.numbers))
+        return " OR ".join(clauses), args
+
+
+def status(conn: apsw.Connection, sqlite_version: str, readable: Readable, sessions: Sessions,
+           path: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Versions and counts of the rows `readable` and `sessions` cover; with `path`, also the path and size."""
+    where, args = Filter(readable=readable, status=None, include_deleted=True).where("m")
     counts = one(
         conn,
         "SELECT COUNT(*) FILTER (WHERE deleted IS NULL AND status = 'active'), "
         "COUNT(*) FILTER (WHERE deleted IS NULL AND status = 'draft'), "
         "COUNT(*) FILTER (WHERE deleted IS NULL AND status = 'archived'), "
-        "COUNT(*) FILTER (WHERE deleted IS NOT NULL) FROM memories",
+        f"COUNT(*) FILTER (WHERE deleted IS NOT NULL) FROM memories m WHERE {where}",
+        args,
     ) or (0, 0, 0, 0)
-    size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-    return {
-        "path": path,
-        "schema_version": VERSION,
-        "sqlite_version": sqlite_version,
-        "bytes": size,
-        "memories": counts[0],
-        "drafts": counts[1],
-        "archived": counts[2],
-        "deleted": counts[3],
-        "versions": scalar(conn, "SELECT COUNT(*) FROM memory_versions"),
-        "sessions": scalar(conn, "SELECT COUNT(*) FROM sessions"),
-        "vectors": scalar(conn, "SELECT COUNT(*) FROM memory_vectors"),
-        "pending": 0,
-        "embeddings": "off",
-    }
+    seen, seen_args = sessions.where()
+    out: dict[str, Any] = {"path": path} if path is not None else {}
+    out.update(schema_version=VERSION, sqlite_version=sqlite_version)
+    if path is not None:
+        out["bytes"] = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    out.update(
+        memories=counts[0],
+        drafts=counts[1],
+        archived=counts[2],
+        deleted=counts[3],
+        versions=_count_of_memories(conn, "memory_versions", where, args),
+        sessions=scalar(conn, f"SELECT COUNT(*) FROM sessions WHERE {seen}", seen_args),
+        vectors=_count_of_memories(conn, "memory_vectors", where, args),
+        pending=0,
+        embeddings="off",
+    )
+    return out
+
+
+def _count_of_memories(conn: apsw.Connection, table: str, where: str, args: list[Any]) -> int:
+    """Rows of `table` (keyed by `memory`) whose memory matches `where`; a plain count when that is every row."""
+    if where == "1":
+        return int(scalar(conn, f"SELECT COUNT(*) FROM {table}"))
+    sql = f"SELECT COUNT(*) FROM {table} v JOIN memories m ON m.id = v.memory WHERE {where}"
+    return int(scalar(conn, sql, args))

@@ -32,7 +32,8 @@ def mid(memory: int) -> str:
 
 
 def sha256(content: str) -> bytes:
-    return hashlib.sha256(content.encode("utf-8")).digest()
+    """SHA-256 of the NFC form: two spellings that differ only in normalization are one memory (SPEC 2.4)."""
+    return hashlib.sha256(unicodedata.normalize("NFC", content).encode("utf-8")).digest()
 
 
 def capture_key(content: str) -> str:
