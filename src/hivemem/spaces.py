@@ -7,7 +7,10 @@ import re
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from hivemem.manifest import Verb
 
 
 def project_space(cwd: str | None = None) -> str:
@@ -44,3 +47,15 @@ def read_path(cwd: str | None = None, team_spaces: Iterable[str] = ()) -> list[s
         if space not in path:
             path.append(space)
     return path
+
+
+DEFAULTS: dict[str, Callable[[str | None, Iterable[str]], Any]] = {"read_path": read_path}
+
+
+def fill_defaults(verb: Verb, params: dict[str, Any], cwd: str | None, team_spaces: Iterable[str]) -> dict[str, Any]:
+    """`params` with every absent param that has a `client_default` filled in (SPEC 3: recall's `spaces` is the
+    fixed read path), as every client does before sending; the daemon still requires them."""
+    for p in verb.params:
+        if p.client_default and p.name not in params:
+            params[p.name] = DEFAULTS[p.client_default](cwd, team_spaces)
+    return params

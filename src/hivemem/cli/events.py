@@ -6,7 +6,7 @@ from hivemem.cli import output
 from hivemem.cli.main import Parser, call, verb_parser
 from hivemem.cli.params import convert
 from hivemem.errors import HivememError
-from hivemem.manifest import BY_NAME
+from hivemem.manifest import BY_NAME, Verb
 
 
 def run(args: list[str]) -> int:
@@ -22,7 +22,7 @@ def run(args: list[str]) -> int:
         json_mode = ns.pop("json")
         params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
         if follow:
-            return _follow(params, json_mode)
+            return _follow(verb, params, json_mode)
         events = call("events.list", params)["events"]
     except HivememError as exc:
         return output.error(exc, json_mode)
@@ -31,12 +31,12 @@ def run(args: list[str]) -> int:
     return 0
 
 
-def _follow(params: dict[str, object], json_mode: bool) -> int:
+def _follow(verb: Verb, params: dict[str, object], json_mode: bool) -> int:
     from hivemem.client import DaemonClient
 
     client = DaemonClient()
     try:
-        for event in client.stream("events.follow", params):
+        for event in client.stream(verb.name, params, verb.stream):
             output.event(event, json_mode)
     except KeyboardInterrupt:
         return 0

@@ -10,7 +10,7 @@ from hivemem import __version__
 from hivemem.cli import output
 from hivemem.cli.params import convert, flag
 from hivemem.errors import HivememError, InvalidParams
-from hivemem.manifest import VERBS, Verb
+from hivemem.manifest import BY_NAME, VERBS, Verb
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
@@ -43,19 +43,12 @@ class Parser(argparse.ArgumentParser):
         raise InvalidParams("usage", message, usage=self.format_usage().strip())
 
 
-def command_name(verb: Verb) -> tuple[str, str]:
-    group, _, name = verb.name.rpartition(".")
-    return group, name.replace("_", "-")
-
-
 def find_verb(argv: list[str]) -> tuple[Verb | None, list[str]]:
-    """The verb `argv` names (`memory add`, `whoami`, `stop`) and the remaining args."""
-    if argv and argv[0] in ("whoami", "stop"):
-        return next(v for v in VERBS if v.name == {"whoami": "whoami", "stop": "daemon.stop"}[argv[0]]), argv[1:]
+    """The verb whose `cli_name` `argv` starts with (`memory add`, `whoami`, `stop`) and the remaining args."""
     for verb in VERBS:
-        group, name = command_name(verb)
-        if group and argv[:2] == [group, name]:
-            return verb, argv[2:]
+        words = verb.cli_name.split()
+        if argv[: len(words)] == words:
+            return verb, argv[len(words) :]
     return None, argv
 
 
@@ -85,37 +78,38 @@ def attach_values(verb: Verb, args: list[str]) -> list[str]:
     return out
 
 
-def default_read_path() -> list[str]:
-    """SPEC 3: clients default recall's spaces to the fixed read path, [@project, user, *team spaces]."""
+def client_defaults(verb: Verb, params: dict[str, Any]) -> dict[str, Any]:
+    """Absent params with a `client_default` filled in (SPEC 3: recall's spaces are the fixed read path)."""
+    if not any(p.client_default and p.name not in params for p in verb.params):
+        return params  # the config is read only when a default needs it
     from hivemem.config import load
-    from hivemem.spaces import read_path
+    from hivemem.spaces import fill_defaults
 
-    return read_path(None, load()["recall.team_spaces"])
+    return fill_defaults(verb, params, None, load()["recall.team_spaces"])
 
 
 def run_verb(verb: Verb, args: list[str]) -> int:
-    group, name = command_name(verb)
-    parser = verb_parser(verb, f"hivemem {group} {name}".replace("  ", " ").strip())
+    parser = verb_parser(verb, f"hivemem {verb.cli_name}")
     json_mode = "--json" in args
     try:
         ns = vars(parser.parse_args(attach_values(verb, args)))
         json_mode = ns.pop("json")
         params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
-        if verb.name == "memory.recall" and "spaces" not in params:
-            params["spaces"] = default_read_path()
-        result = call(verb.name, params)
+        result = call(verb.name, client_defaults(verb, params))
     except HivememError as exc:
         return output.error(exc, json_mode)
     return output.result(verb.name, result, json_mode)
 
 
 def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One request; a verb whose effect stops the daemon never starts one, and returns once it has gone."""
     from hivemem.client import DaemonClient, wait_stopped
 
-    client = DaemonClient(start=verb != "daemon.stop")
+    stops = BY_NAME[verb].effect == "stop"
+    client = DaemonClient(start=not stops)
     try:
         result = client.call(verb, **params)
-        if verb == "daemon.stop":
+        if stops:
             wait_stopped(client)
     finally:
         output.warnings(client.warnings)
@@ -149,15 +143,16 @@ def _serve(args: list[str]) -> int:
         return output.error(exc, False)
 
 
-def _stop(args: list[str]) -> int:
+def stop_daemon(verb: Verb, args: list[str]) -> int:
+    """A verb whose effect stops the daemon: with no daemon running there is nothing to stop, and that is fine."""
     from hivemem.client import DaemonClient, try_connect
 
     json_mode = "--json" in args
     probe = try_connect(DaemonClient(start=False).paths.socket)
     if probe is None:
-        return output.result("daemon.stop", {"stopping": False}, json_mode)
+        return output.result(verb.name, {"stopping": False}, json_mode)
     probe.close()
-    return run_verb(next(v for v in VERBS if v.name == "daemon.stop"), args)
+    return run_verb(verb, args)
 
 
 def _ping(args: list[str]) -> int:
@@ -184,7 +179,7 @@ def _doctor(args: list[str]) -> int:
 
 
 def _help(args: list[str]) -> int:
-    output.help_text(__version__, TOP, [(" ".join(command_name(v)).strip(), v.summary) for v in VERBS])
+    output.help_text(__version__, TOP, [(v.cli_name, v.summary) for v in VERBS])
     return 0
 
 
@@ -227,7 +222,6 @@ TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "events": _events,
     "config": _config,
     "serve": _serve,
-    "stop": _stop,
     "ping": _ping,
     "doctor": _doctor,
     "hook": _hook,
@@ -243,13 +237,10 @@ TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "stop":
-        return _stop(args[1:])
     verb, rest = find_verb(args)
     if verb is not None:
         if "-h" in rest or "--help" in rest:
-            group, name = command_name(verb)
-            output.line(verb_parser(verb, f"hivemem {group} {name}".strip()).format_help())
+            output.line(verb_parser(verb, f"hivemem {verb.cli_name}").format_help())
             return 0
-        return run_verb(verb, rest)
+        return stop_daemon(verb, rest) if verb.effect == "stop" else run_verb(verb, rest)
     return top_level(args)

@@ -74,8 +74,8 @@ def _write(stream: Any, text: str) -> None:
 
 
 def human(verb: str, ok: dict[str, Any]) -> str:
-    if verb == "memory.recall":
-        return str(ok["text"])  # the envelope is already text for its reader
+    if isinstance(ok.get("text"), str):
+        return str(ok["text"])  # a rendered envelope (memory.recall) is already text for its reader
     for key, render in ROWS.items():
         if isinstance(ok.get(key), list):
             rows = [render(r) for r in ok[key]]
@@ -125,9 +125,7 @@ def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -
     lines = [f"hivemem {version}: a shared, local-first memory store for AI agents", "",
              "usage: hivemem <group> <verb> [--param value ...] [--json]", "", "commands:"]  # fmt: skip
     width = max(len(n) for n, _ in [*top.items(), *verbs])
-    commands = dict(verbs)
-    commands.pop("daemon stop", None)  # shown as `stop`
-    commands = {**top, **{n: s for n, s in commands.items() if n not in top}}
+    commands = {**top, **{n: s for n, s in verbs if n not in top}}
     lines += [f"  {n:<{width}}  {s}" for n, s in commands.items()]
     lines += [
         "",

@@ -61,12 +61,7 @@ ERROR_CODES = (
 
 
 def command(verb: Verb) -> str:
-    if verb.name == "whoami":
-        return "hivemem whoami"
-    if verb.name == "daemon.stop":
-        return "hivemem stop"
-    group, _, name = verb.name.rpartition(".")
-    return f"hivemem {group} {name.replace('_', '-')}"
+    return f"hivemem {verb.cli_name}"
 
 
 def bounds(p: Param) -> str:

@@ -76,10 +76,10 @@ def answer(opts: Options, hook: HookInput, deadline: float) -> str:
     try:
         if opts.record_session:
             record_session(client, opts, hook)
-        params: dict[str, object] = {"spaces": spaces.read_path(hook.cwd, config["recall.team_spaces"])}
-        if hook.prompt is not None:
-            params["query"] = hook.prompt
-        text = str(client.call("memory.recall", **params)["text"])
+        recall = BY_NAME["memory.recall"]
+        params: dict[str, object] = {} if hook.prompt is None else {"query": hook.prompt}
+        spaces.fill_defaults(recall, params, hook.cwd, config["recall.team_spaces"])
+        text = str(client.call(recall.name, **params)["text"])
     finally:
         client.close()
     return output(opts.event, text) if text else ""
@@ -87,11 +87,8 @@ def answer(opts: Options, hook: HookInput, deadline: float) -> str:
 
 def record_session(client: DaemonClient, opts: Options, hook: HookInput) -> None:
     """Report the harness's session (a session row, never a memory); a failure is logged, recall goes on."""
-    problem = "" if "session.start" in BY_NAME else "record-session: this hivemem has no session.start"
-    if not problem and not hook.session_id:
-        problem = "record-session: the input has no session_id"
-    if problem:
-        log_failure(opts.event, opts.harness, problem)
+    if not hook.session_id:
+        log_failure(opts.event, opts.harness, "record-session: the input has no session_id")
         return
     try:
         client.call("session.start", harness=opts.harness, harness_session=hook.session_id, cwd=hook.cwd)
