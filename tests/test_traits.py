@@ -156,6 +156,14 @@ def test_cli_names_come_from_the_trait(capsys: pytest.CaptureFixture[str]) -> No
         assert f"usage: hivemem {verb.cli_name} " in capsys.readouterr().out
 
 
+def test_stop_help_is_help_and_stops_nothing(home: Home) -> None:
+    home.ok("whoami")
+    pid = home.daemon_pid()
+    result = home.cli("stop", "--help")
+    assert result.code == 0 and "usage: hivemem stop " in result.out
+    assert home.daemon_pid() == pid is not None
+
+
 def stream_client(home: Home) -> DaemonClient:
     """An owner connection whose reads give up after 30 s rather than hang a failing test."""
     return DaemonClient(Config(path=home.paths.config), token="@owner", budget=30).connect()
