@@ -15,12 +15,13 @@ import anyio
 import pytest
 
 import hivemem
-from conftest import Home, mcp_session
+from conftest import Home, client_token, mcp_session
 from hivemem import ops
 from hivemem.cli.main import find_verb, main
 from hivemem.cli.reference import command
 from hivemem.client import DaemonClient
 from hivemem.config import Config
+from hivemem.errors import HivememError
 from hivemem.manifest import BY_NAME, EFFECTS, TRUST_SENTENCE, VERBS, Verb
 from hivemem.mcp.tools import input_schema
 from hivemem.spaces import DEFAULTS
@@ -205,5 +206,24 @@ def test_a_stream_sends_everything_past_one_poll_at_once(home: Home, owner: Daem
         events = lines_until(follower, verb.stream, 1100)
         assert [e["id"] for e in events] == sorted(e["id"] for e in events)
         assert len({e["id"] for e in events}) == 1100
+    finally:
+        follower.close()
+
+
+def test_a_client_removed_while_it_streams_is_cut_off(home: Home, owner: DaemonClient) -> None:
+    verb = BY_NAME["events.follow"]
+    token = client_token(owner, "watcher", [("read", "*")])
+    follower = DaemonClient(Config(path=home.paths.config), token=token, budget=30).connect()
+    try:
+        follower.request(verb.name, {})
+        owner.call("memory.add", space="a", content="seen while still a client")
+        [seen] = lines_until(follower, verb.stream, 1)
+        assert seen["type"] == "memory.added"
+        owner.call("client.remove", name="watcher")
+        owner.call("memory.add", space="a", content="never seen: the client is gone")
+        message = follower.receive()
+        assert message["error"]["code"] == "denied.token" and message["error"]["data"]["reason"] == "revoked"
+        with pytest.raises(HivememError, match="closed"):
+            follower.receive()
     finally:
         follower.close()

@@ -36,6 +36,12 @@ class Stream(dict[str, Any]):
         self.poll, self.live = poll, live
 
 
+def poll(store: Store, principal: Principal, stream: Stream) -> list[dict[str, Any]]:
+    """A stream's next objects; a client removed or expired since is cut off, as between requests."""
+    client_store.recheck(store.conn, principal)
+    return stream.poll(store)
+
+
 def verb_for(name: Any) -> Verb:
     verb = BY_NAME.get(name) if isinstance(name, str) else None
     if verb is None:

@@ -134,7 +134,7 @@ class Server:
             writer.write(encode(await self.request(state, line)))
             await writer.drain()
             if state.get("stream") is not None:
-                await self._stream(reader, writer, *state["stream"])
+                await self._stream(reader, writer, state["principal"], *state["stream"])
                 return
 
     async def request(self, state: dict[str, Any], line: bytes) -> dict[str, Any]:
@@ -201,7 +201,7 @@ class Server:
         self.log.write("config reloaded")
         self._arm_idle()
 
-    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: str,
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, who: Principal, key: str,
                       feed: ops.Stream) -> None:  # fmt: skip
         """After a stream verb's reply: its objects as `{key: object}` lines, until the stream ends or fails,
         the client closes or the daemon stops. A live stream polls again after each commit the writer announces."""
@@ -212,7 +212,7 @@ class Server:
             while not closed.done() and not stopping.done():
                 assert self._new_events is not None
                 woken = asyncio.ensure_future(self._new_events.wait())  # before the poll: no commit slips by
-                lines, failed = await self._poll(feed, key)
+                lines, failed = await self._poll(who, feed, key)
                 writer.writelines(lines)
                 await writer.drain()
                 if failed or not (lines or feed.live):
@@ -225,11 +225,11 @@ class Server:
             closed.cancel()
             stopping.cancel()
 
-    async def _poll(self, feed: ops.Stream, key: str) -> tuple[list[bytes], bool]:
+    async def _poll(self, who: Principal, feed: ops.Stream, key: str) -> tuple[list[bytes], bool]:
         """One poll of a stream on a reader, as encoded lines, and whether it failed (then the last line says why)."""
         loop = asyncio.get_running_loop()
         try:
-            found = await loop.run_in_executor(self.readers, lambda: feed.poll(self.reader_store()))
+            found = await loop.run_in_executor(self.readers, lambda: ops.poll(self.reader_store(), who, feed))
         except HivememError as exc:
             return [encode({"error": exc.to_wire()})], True
         except Exception as exc:  # a bug ends this stream, not the daemon
