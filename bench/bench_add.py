@@ -101,7 +101,7 @@ def measure(size: int, adds: int, rounds: int, keep: bool) -> dict[str, float]:
             client.call("memory.add", space=space, content=content)
             raw.add(space, "warm " + content)
 
-        lat = {"raw": [], "hm": []}
+        lat: dict[str, list[float]] = {"raw": [], "hm": []}
         wall = {"raw": 0.0, "hm": 0.0}
         chunk = len(timed) // rounds
         for r in range(rounds):

@@ -97,7 +97,7 @@ def paired(runners: dict[str, Callable[[str], Any]], queries: list[str]) -> tupl
 def summarize(label: str, same: bool, lat: dict[str, list[float]], results: list[dict[str, Any]]) -> dict[str, Any]:
     own, cli = lat["owner"], lat["client"]
     per_query = sorted(c / o for c, o in zip(cli, own, strict=True))
-    row = {"case": label, "same": same, "hits": sum(len(r["client"]) for r in results) / len(results)}
+    row: dict[str, Any] = {"case": label, "same": same, "hits": sum(len(r["client"]) for r in results) / len(results)}
     row |= {"owner_p50": bl.ms(bl.pct(own, 50)), "client_p50": bl.ms(bl.pct(cli, 50))}
     row |= {"owner_p99": bl.ms(bl.pct(own, 99)), "client_p99": bl.ms(bl.pct(cli, 99))}
     row["ratio"] = row["client_p50"] / row["owner_p50"]

@@ -57,7 +57,7 @@ def plain_fts_bytes(path: str, texts: list[str]) -> int:
 def breakdown(store: str) -> list[tuple[str, int, int, int, int]]:
     """(b-tree, bytes, payload bytes, unused bytes, overflow pages) per table and index, from dbstat."""
     conn = apsw.Connection(store, flags=apsw.SQLITE_OPEN_READONLY)
-    rows = conn.execute(
+    rows: list[tuple[Any, ...]] = conn.execute(
         "SELECT name, sum(pgsize), sum(payload), sum(unused), sum(pagetype = 'overflow') FROM dbstat GROUP BY name "
         "ORDER BY 2 DESC"
     ).fetchall()
@@ -114,7 +114,7 @@ def main() -> int:
 
     print(f"RSS of the daemon in MiB. Baseline: idle daemon on an empty store = {idle['VmRSS'] / 1024:.1f} MiB.")
     print("Target: RSS after searches < 150 MB at 100,000 memories.\n")
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for r in results:
         rss = r["after"]["VmRSS"] * 1024
         target = "-"

@@ -116,7 +116,7 @@ def run_plain(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list
     for q in queries:
         conv = q["conversation"]
         words = fts.tokens(q["query"])
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         if words and conv in tables:
             rows = conn.execute(
                 f"SELECT rowid FROM {tables[conv]} WHERE {tables[conv]} MATCH ? ORDER BY bm25({tables[conv]}), "
@@ -145,7 +145,7 @@ def run_shared(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> lis
     ranks: list[int | None] = []
     for q in queries:
         words = fts.tokens(q["query"])
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         if words:
             rows = conn.execute(
                 "SELECT rowid FROM t WHERE t MATCH ? AND conv = ? ORDER BY bm25(t), rowid DESC LIMIT 10",
@@ -168,7 +168,7 @@ def evaluate(root: Path, name: str, keep: bool) -> dict[str, Any]:
 
 def report(results: list[dict[str, Any]]) -> bool:
     ok_all = True
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for r in results:
         hm = scores(r["hm"]["ranks"])
         plain = scores(r["plain"])

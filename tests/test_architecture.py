@@ -19,6 +19,21 @@ CORE = ("store", "search", "embeddings")
 ADAPTERS = ("cli", "daemon", "mcp", "hooks", "web")
 CORE_FORBIDDEN = ("hivemem.ops", "hivemem.protocol", "hivemem.client", *(f"hivemem.{a}" for a in ADAPTERS),
                   "asyncio", "click", "mcp")  # fmt: skip
+# Top-level modules by layer. Pure modules hold data and rules; services reach the store (ops, and
+# doctor through the core's integrity checks) or the daemon (client); adapters talk through services.
+PURE = ("errors.py", "manifest.py", "config.py", "paths.py", "spaces.py", "secrets.py", "params.py", "protocol.py",
+        "render.py")  # fmt: skip
+SERVICES = ("ops.py", "client.py", "doctor.py")
+ENTRY = ("__init__.py", "__main__.py")
+PURE_FORBIDDEN = ("hivemem.store", "hivemem.search", "hivemem.embeddings", "hivemem.ops", "hivemem.client",
+                  "hivemem.doctor", *(f"hivemem.{a}" for a in ADAPTERS), "apsw", "sqlite3", "asyncio",
+                  "mcp")  # fmt: skip
+# The composition root: the one module that may start the other adapters, and that no module imports
+# (the `python -m hivemem` entry point aside).
+ROOT = "cli/main.py"
+ROOT_STARTS = ("hivemem.daemon.main", "hivemem.hooks.main", "hivemem.mcp.server")
+# Cycles that exist today and are on their way out; the test fails when one is gone and still listed.
+KNOWN_CYCLES = [{"hivemem.store.audit", "hivemem.store.clients"}]  # principals move to a pure auth module
 ENV_READERS = ("paths.py", "config.py")
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 WARM_FORBIDDEN = ("apsw", "sqlite3", "_sqlite3", "numpy", "mcp", "pydantic", "http.client", "urllib.request",
@@ -55,19 +70,24 @@ MODULES = modules()
 
 def imports(module: Module) -> Iterator[tuple[int, str]]:
     """Every module name an import statement names (absolute; `from x import y` yields x and x.y)."""
-    is_package = module.rel.endswith("__init__.py")
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = module.name.split(".")
-                parent = parent if is_package else parent[:-1]
-                parent = parent[: len(parent) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
+            base = absolute(module, node)
             yield node.lineno, base
             yield from ((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+
+
+def absolute(module: Module, node: ast.ImportFrom) -> str:
+    """The module a `from ... import` names, with relative levels resolved."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    parent = module.name.split(".")
+    parent = parent if module.rel.endswith("__init__.py") else parent[:-1]
+    parent = parent[: len(parent) - node.level + 1]
+    return ".".join([*parent, base] if base else parent)
 
 
 def names(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -96,12 +116,138 @@ def test_adapters_reach_the_store_only_through_ops_or_client() -> None:
     assert violations(adapters, ("apsw", "sqlite3", "hivemem.store")) == []
 
 
-def test_adapters_never_import_each_other() -> None:
+def test_adapters_never_import_each_other_but_the_root_starts_them() -> None:
     bad = []
     for m in (m for m in MODULES if m.package in ADAPTERS):
         others = tuple(f"hivemem.{a}" for a in ADAPTERS if a != m.package)
-        bad += violations([m], others)
+        bad += [hit for hit in violations([m], others) if not (m.rel == ROOT and names(hit.split()[-1], ROOT_STARTS))]
     assert bad == []
+    root = next(m for m in MODULES if m.rel == ROOT)
+    started = {name for _, name in imports(root) if names(name, ROOT_STARTS)}
+    assert {s for s in ROOT_STARTS if s in started} == set(ROOT_STARTS), "the root starts the daemon, MCP and hooks"
+
+
+def test_nothing_imports_the_composition_root() -> None:
+    importers = {m.rel for m in MODULES for _, name in imports(m) if names(name, ("hivemem.cli.main",))}
+    assert importers == {"__main__.py"}
+
+
+def test_every_module_has_a_layer() -> None:
+    def layer(m: Module) -> str | None:
+        if m.package in CORE:
+            return "core"
+        if m.package in ADAPTERS:
+            return "adapter"
+        return next((name for name, rels in LAYERS.items() if m.rel in rels), None)
+
+    LAYERS = {"pure": PURE, "service": SERVICES, "entry": ENTRY}
+    assert [m.rel for m in MODULES if layer(m) is None] == []
+
+
+def test_pure_modules_reach_no_store_service_or_adapter() -> None:
+    pure = [m for m in MODULES if m.rel in PURE]
+    assert len(pure) == len(PURE)
+    assert violations(pure, PURE_FORBIDDEN) == []
+
+
+def test_services_never_import_adapters() -> None:
+    services = [m for m in MODULES if m.rel in SERVICES]
+    assert len(services) == len(SERVICES)
+    assert violations(services, tuple(f"hivemem.{a}" for a in ADAPTERS)) == []
+
+
+def test_doctor_reaches_the_store_only_through_the_integrity_checks() -> None:
+    doctor = next(m for m in MODULES if m.rel == "doctor.py")
+    reached = {name for _, name in imports(doctor) if names(name, ("hivemem.store", "apsw", "sqlite3"))}
+    assert reached == {"hivemem.store", "hivemem.store.integrity"}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the hivemem modules it imports, anywhere in it (function-local imports too).
+
+    `from x import y` is an edge to x.y when that is a module, else to x. Edges to the root package
+    are left out: it only re-exports lazily, and every import of a submodule runs it first.
+    """
+    known = {m.name for m in MODULES}
+    graph: dict[str, set[str]] = {m.name: set() for m in MODULES}
+    for m in MODULES:
+        for node in ast.walk(m.tree):
+            for target in _targets(m, node, known):
+                while target and target not in known:
+                    target = target.rpartition(".")[0]
+                if target and target not in (m.name, "hivemem"):
+                    graph[m.name].add(target)
+    return graph
+
+
+def _targets(module: Module, node: ast.AST, known: set[str]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if names(a.name, ("hivemem",))]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = absolute(module, node)
+    if not names(base, ("hivemem",)):
+        return []
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected groups of more than one module: each can import itself back."""
+    reach = {}
+    for start in graph:
+        seen: set[str] = set()
+        todo = list(graph[start])
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo += graph.get(node, ())
+        reach[start] = seen
+    groups: list[set[str]] = []
+    for node in sorted(graph):
+        if node in reach[node] and not any(node in g for g in groups):
+            groups.append({node} | {other for other in reach[node] if node in reach[other]})
+    return groups
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert cycles(graph) == [{"a", "b", "c"}, {"e"}]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    real = import_graph()
+    assert "hivemem.cli.output" in real["hivemem.cli.verbs"], "the graph must see `from package import module`"
+    assert "hivemem.daemon.main" in real["hivemem.cli.main"], "the graph must see function-local imports"
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    found = cycles(import_graph())
+    assert [c for c in found if c not in KNOWN_CYCLES] == []
+    assert [c for c in KNOWN_CYCLES if c not in found] == [], "a listed cycle is gone: remove it from KNOWN_CYCLES"
+
+
+def handler_keys() -> list[str]:
+    """The keys written in ops.py's HANDLERS literal, repeats included (a dict keeps only the last)."""
+    ops_module = next(m for m in MODULES if m.rel == "ops.py")
+    for node in ast.walk(ops_module.tree):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        if node.target.id == "HANDLERS" and isinstance(node.value, ast.Dict):
+            return [str(k.value) for k in node.value.keys if isinstance(k, ast.Constant)]
+    raise AssertionError("ops.py has no HANDLERS literal")
+
+
+def test_every_manifest_verb_has_exactly_one_handler_and_every_handler_a_verb() -> None:
+    from hivemem import ops
+    from hivemem.manifest import VERBS
+
+    declared = [v.name for v in VERBS]
+    assert len(declared) == len(set(declared)), "a verb is declared twice in the manifest"
+    written = handler_keys()
+    assert sorted(k for k in set(written) if written.count(k) > 1) == [], "a verb is handled twice"
+    assert sorted(written) == sorted(ops.HANDLERS), "HANDLERS is the literal table, nothing added elsewhere"
+    assert sorted(set(declared) - set(ops.HANDLERS)) == [], "manifest verbs without a handler"
+    assert sorted(set(ops.HANDLERS) - set(declared)) == [], "handlers for verbs the manifest does not declare"
+    assert all(callable(handler) for handler in ops.HANDLERS.values())
 
 
 def env_reads(module: Module) -> list[str]:
@@ -200,3 +346,13 @@ def test_public_api() -> None:
     assert isinstance(hivemem.__version__, str)
     with pytest.raises(AttributeError):
         _ = hivemem.no_such_name  # type: ignore[attr-defined]
+
+
+def test_the_version_is_written_once() -> None:
+    import importlib.metadata
+    import tomllib
+
+    with open(os.path.join(SRC, "..", "..", "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert importlib.metadata.version("hivemem") == hivemem.__version__

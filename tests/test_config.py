@@ -197,3 +197,16 @@ def test_reload_of_a_bad_file_keeps_the_old_config(home: Home) -> None:
         assert caught.value.code == "denied.admin"
     finally:
         client.close()
+
+
+def test_configs_share_no_mutable_default() -> None:
+    from hivemem.config import BY_KEY, Config
+
+    first = Config()
+    first["recall.team_spaces"].append("team/x")
+    first["grants.unknown"][0]["right"] = "write"
+    first["governance.review_days"]["task"] = 1
+    second = Config()
+    assert second["recall.team_spaces"] == [] == BY_KEY["recall.team_spaces"].default
+    assert second["grants.unknown"] == [{"right": "read", "scope": "*"}] == BY_KEY["grants.unknown"].default
+    assert second["governance.review_days"] == {"decision": 180, "task": 7} == BY_KEY["governance.review_days"].default

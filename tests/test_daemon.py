@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -54,7 +55,7 @@ def error_of(result: object) -> dict[str, object]:
     return error
 
 
-def test_racing_first_calls_make_exactly_one_daemon(home: Home, record_property: pytest.RecordProperty) -> None:
+def test_racing_first_calls_make_exactly_one_daemon(home: Home, record_property: Callable[[str, object], None]) -> None:
     started = time.monotonic()
     procs = [popen_cli(home, "memory", "add", "--space", "user", "--content", f"race {i}", "--json") for i in range(6)]
     outs = [p.communicate(timeout=60) for p in procs]
@@ -65,7 +66,7 @@ def test_racing_first_calls_make_exactly_one_daemon(home: Home, record_property:
     assert home.ok("store", "status")["memories"] == 6
 
 
-def test_first_on_demand_call_latency_is_recorded(home: Home, record_property: pytest.RecordProperty) -> None:
+def test_first_on_demand_call_latency_is_recorded(home: Home, record_property: Callable[[str, object], None]) -> None:
     started = time.monotonic()
     home.ok("memory", "add", "--space", "user", "--content", "first call")
     record_property("first_on_demand_call_seconds", round(time.monotonic() - started, 3))

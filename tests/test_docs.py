@@ -19,6 +19,12 @@ def readme_commands() -> list[str]:
     return re.findall(r"```sh\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
 
 
+def steps(script: str) -> list[str]:
+    """The commands of a shell script or one-liner: one per line or `&&` part, comments left out."""
+    lines = [line for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [part.strip() for line in lines for part in line.split("&&")]
+
+
 def test_readme_opens_with_two_commands_and_ci_runs_the_second() -> None:
     text = (ROOT / "README.md").read_text()
     first_block = text.index("```sh")
@@ -27,8 +33,11 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_second() -> None:
     assert "\n" not in run_it and "\n" not in test_it
     assert "hivemem memory add" in run_it and "hivemem memory search" in run_it
     assert "pytest" in test_it
-    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == test_it
+    ci = steps((ROOT / ".ci" / "run").read_text())
+    wanted = steps(test_it)
+    assert [step for step in ci if step in wanted] == wanted, "CI runs each step of the README's command, in order"
+    assert ci[-1] == wanted[-1], "the tests come last"
+    assert sum(step.startswith("python3 -m venv") for step in ci) == 1, "CI builds the venv once"
 
 
 def test_generated_references_are_fresh() -> None:

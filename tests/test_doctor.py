@@ -112,3 +112,26 @@ def test_store_status_shows_the_sqlite_version(home: Home) -> None:
     major, minor = (int(x) for x in status["sqlite_version"].split(".")[:2])
     assert (major, minor) >= (3, 42)
     assert (status["schema_version"], status["path"]) == (1, home.paths.store)
+
+
+def test_a_corrupt_store_fails_the_integrity_check_with_a_fix_that_exists(home: Home) -> None:
+    for i in range(40):
+        home.ok("memory", "add", "--space", "user", "--content", f"doctor corruption {i} " + "words " * 60)
+    home.stop_daemon()
+    with open(home.paths.store, "rb") as f:
+        page = int.from_bytes(f.read(18)[16:18], "big")  # the page size, from the SQLite file header
+    pages = os.path.getsize(home.paths.store) // page
+    assert pages > 4
+    with open(home.paths.store, "r+b") as f:
+        f.seek(page * (pages // 2))
+        f.write(b"\xa5" * page)
+    code, report, checks = doctor(home)
+    assert (code, report["status"]) == (1, 1)
+    assert checks["store.integrity"]["status"] == "fail", checks["store.integrity"]
+    assert (
+        checks["store.integrity"]["fix"]
+        and os.path.join(home.paths.data_dir, "backups") in checks["store.integrity"]["fix"]
+    )
+    assert home.daemon_pid() is None
+    # Every fix names something that exists: no verb this version lacks (`store check` is still to come).
+    assert all("store check" not in c["fix"] for c in report["checks"]), report

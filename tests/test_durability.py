@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 
 import apsw
+import pytest
 
 from conftest import Home, wait_for
 
@@ -122,12 +123,12 @@ def files_holding(needles: list[bytes], *roots: str) -> list[tuple[str, bytes]]:
     return hits
 
 
-def make_backup(home: Home) -> str:
+def make_backup(home: Home, name: str = "store.db.bak-test") -> str:
     """A backup in backups/ made with `VACUUM INTO` while no daemon runs."""
     home.stop_daemon()
     backups = os.path.join(home.paths.data_dir, "backups")
     os.makedirs(backups, mode=0o700, exist_ok=True)
-    dest = os.path.join(backups, "store.db.bak-test")
+    dest = os.path.join(backups, name)
     old = os.umask(0o077)
     conn = apsw.Connection(home.paths.store)
     try:
@@ -182,4 +183,42 @@ def test_purge_erases_every_byte_of_the_text(home: Home) -> None:
     finally:
         conn.close()
     assert [t for t, _ in events] == ["memory.added", "memory.updated", "memory.updated", "memory.purged"]
-    assert all(marker not in data and tail not in data for _, data in events)
+    assert all(marker not in str(data) and tail not in str(data) for _, data in events)
+
+
+def damage(path: str, how: str, marker: str) -> None:
+    """Make a backup hivemem cannot scrub: not a database at all, or a database with a corrupt page."""
+    if how == "not_a_database":
+        with open(path, "wb") as f:
+            f.write(f"a copy someone kept: {marker}\n".encode() * 50)
+        return
+    with open(path, "r+b") as f:
+        page = int.from_bytes(f.read(18)[16:18], "big")  # the page size, from the SQLite file header
+        pages = os.path.getsize(path) // page
+        assert pages > 4
+        f.seek(page * (pages // 2))
+        f.write(b"\xa5" * page)
+
+
+@pytest.mark.parametrize("how", ["not_a_database", "corrupt_page"])
+def test_purge_fails_naming_a_backup_it_cannot_scrub(home: Home, how: str) -> None:
+    marker = f"Qzvx{uuid.uuid4().hex}"
+    for i in range(40):
+        home.ok("memory", "add", "--space", "user", "--content", f"filler {i} " + "padding words " * 60)
+    target = home.ok("memory", "add", "--space", "user", "--content", f"The secret phrase is {marker}")["id"]
+    good = make_backup(home, "store.db.bak-good")
+    bad = make_backup(home, "store.db.bak-damaged")
+    damage(bad, how, marker)
+
+    result = home.cli("memory", "purge", "--id", target, "--json")
+    assert (result.code, result.json["error"]["code"]) == (1, "failed.store"), result
+    error = result.json["error"]
+    assert (error["data"]["path"], error["data"]["paths"]) == (bad, [bad])
+    assert bad in error["message"] and error["data"]["fix"]
+    # Everything hivemem could erase is erased: the store and the readable backup.
+    missing = home.cli("memory", "get", "--id", target, "--include-deleted", "--json")
+    assert (missing.code, missing.json["error"]["code"]) == (3, "not_found.memory")
+    home.stop_daemon()
+    assert [path for path, _ in files_holding([marker.encode()], home.paths.data_dir) if path != bad] == []
+    with open(good, "rb") as f:
+        assert marker.encode() not in f.read()

@@ -206,6 +206,31 @@ def test_follow_streams_new_events_and_keeps_the_daemon_up(home: Home) -> None:
     assert wait_for(lambda: home.daemon_pid() is None, 15)
 
 
+@pytest.mark.parametrize("command", [["events", "follow"], ["events", "--follow"]])
+def test_both_follow_commands_stream(home: Home, command: list[str]) -> None:
+    """`hivemem events follow` (generated from the manifest) streams exactly like `hivemem events --follow`."""
+    first = home.ok("memory", "add", "--space", "a", "--content", "written before the follower")["id"]
+    env = dict(home.env, HIVEMEM_TOKEN="@owner")
+    proc = subprocess.Popen([sys.executable, "-m", "hivemem", *command, "--after", "0", "--spaces", "a", "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=home.base)  # fmt: skip
+    lines = Lines(proc)
+    try:
+        line = lines.next(30)
+        assert line is not None, "the follower printed nothing"
+        assert json.loads(line)["memory"] == first, line  # the stream, not the {"following": true} acknowledgement
+        later = home.ok("memory", "add", "--space", "a", "--content", "written while it follows")["id"]
+        line = lines.next(30)
+        assert line is not None and json.loads(line)["memory"] == later, line
+        assert json.loads(line)["type"] == "memory.added"
+        assert proc.poll() is None, "a follower runs until it is interrupted"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe:
+                pipe.close()
+
+
 def test_follow_of_an_unreadable_space_is_denied(home: Home, owner: DaemonClient) -> None:
     token = client_token(owner, "a-reader", [("read", "space:a")])
     result = home.cli("events", "--follow", "--spaces", "b", "--json", token=token)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from mcp import ClientSession
+from mcp import ClientSession, types
 
 from conftest import Home, mcp_session, wait_for
 from hivemem.manifest import TRUST_SENTENCE, VERBS
@@ -34,7 +34,9 @@ async def error(s: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]
     assert result.is_error, (tool, result.structured_content)
     wire: dict[str, Any] = result.structured_content
     assert set(wire) == {"code", "message", "data"}
-    assert json.loads(result.content[0].text) == wire
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    assert json.loads(block.text) == wire
     return wire
 
 

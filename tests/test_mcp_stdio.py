@@ -67,7 +67,7 @@ class Server:
     def answer(self, ident: int, timeout: float = 60.0) -> dict[str, Any]:
         """Wait for the response with this id; every line read must be one JSON-RPC response."""
         if self.file is not None:  # a file gives no readiness to wait on: poll it
-            assert wait_for(lambda: self._parse(Path(self.file.name).read_bytes()) or ident in self.answers, timeout)
+            assert wait_for(lambda: self._parsed(Path(self.file.name).read_bytes(), ident), timeout)
             return self.answers[ident]
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -85,6 +85,11 @@ class Server:
             message = json.loads(raw)
             assert message["jsonrpc"] == "2.0" and "id" in message, message
             self.answers[message["id"]] = message
+
+    def _parsed(self, data: bytes, ident: int) -> bool:
+        """Parse what the file holds so far; whether the answer to `ident` is among it."""
+        self._parse(data)
+        return ident in self.answers
 
     def threads(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/task"))

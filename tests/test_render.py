@@ -198,7 +198,7 @@ def test_controls_separators_bidi_and_tags_are_escaped() -> None:
         assert escape in line, escape
 
 
-TEXT = st.text(st.characters(codec=None, exclude_categories=("Cs",)) | st.sampled_from(SEPARATORS + INVISIBLE + '"\\'))
+TEXT = st.text(st.characters(codec=None, exclude_categories=["Cs"]) | st.sampled_from(SEPARATORS + INVISIBLE + '"\\'))
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import subprocess
+from typing import Any
 
 import apsw
 import pytest
@@ -14,9 +15,7 @@ from conftest import Home
 from hivemem.errors import HivememError
 
 
-def error(
-    home: Home, *args: str, token: str | None = "@owner", cwd: str | None = None
-) -> tuple[int, dict[str, object]]:
+def error(home: Home, *args: str, token: str | None = "@owner", cwd: str | None = None) -> tuple[int, dict[str, Any]]:
     result = home.cli(*args, "--json", token=token, cwd=cwd)
     return result.code, result.json["error"]
 
@@ -145,7 +144,7 @@ def test_the_hash_chain_verifies_from_the_rows_alone(home: Home) -> None:
     home.ok("session", "start", "--harness", "codex")
     home.stop_daemon()
     conn = apsw.Connection(home.paths.store, flags=apsw.SQLITE_OPEN_READONLY)
-    rows = conn.execute(
+    rows: list[tuple[Any, ...]] = conn.execute(
         "SELECT id, ts, type, principal, label, space, memory, session, revision, data, chain FROM events ORDER BY id"
     ).fetchall()
     conn.close()

@@ -65,7 +65,8 @@ def named_for_behaviour(src: Iterator[tuple[str, ast.Module]]) -> list[str]:
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Constant) and node.value in BY_NAME) or registry(rel, node, up):
                 continue
-            use, child = up[node], node
+            use: ast.AST = up[node]
+            child: ast.AST = node  # the node under `use`: a lookup must have it as its key
             while isinstance(use, ast.IfExp):
                 use, child = up[use], use
             if isinstance(use, ast.Call | ast.keyword) or (isinstance(use, ast.Subscript) and use.slice is child):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -160,6 +161,19 @@ def test_unknown_verb(home: Home, connect: Any) -> None:
         assert error_of(message) == "unsupported.verb", verb
         assert message["id"] == raw.next_id
     assert serving(raw)
+
+
+def test_the_documented_not_found_exchange_is_what_the_daemon_says(home: Home, connect: Any) -> None:
+    """docs/protocol.md's example of an error, sent as written, gets exactly the reply it shows."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "protocol.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    request = next(line[2:] for line in lines if line.startswith("→ ") and '"m999"' in line)
+    documented = json.loads(next(line[2:] for line in lines if line.startswith("← ") and "not_found.memory" in line))
+    raw = connect()
+    raw.hello(owner_key(home))
+    raw.send(request.encode() + b"\n")
+    assert raw.reply() == documented
+    assert documented["error"]["data"] == {}, "ids reveal nothing: not_found carries no data (SPEC 6.2)"
 
 
 # garbage

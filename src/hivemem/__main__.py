@@ -1,5 +1,5 @@
 """python -m hivemem → the CLI."""
 
-from hivemem.cli import main
+from hivemem.cli.main import main
 
 raise SystemExit(main())

@@ -231,27 +231,6 @@ class LocalClient:
         self.store.close()
 
 
-def run_daemon(*, on_demand: bool, ready_fd: int | None) -> int:
-    """`hivemem serve`: the daemon in this process (the CLI reaches it only through here)."""
-    from hivemem.daemon.main import serve
-
-    return serve(on_demand=on_demand, ready_fd=ready_fd)
-
-
-def run_hook(args: list[str]) -> str:
-    """`hivemem hook ...`: what to print (a payload, usage, or nothing); never raises (hooks fail open)."""
-    from hivemem.hooks.main import run
-
-    return run(args)
-
-
-def run_mcp() -> int:
-    """`hivemem mcp`: the stdio MCP server in this process (the CLI reaches it only through here)."""
-    from hivemem.mcp.server import run
-
-    return run()
-
-
 def wait_stopped(client: DaemonClient, budget: float = 5.0) -> bool:
     """After daemon.stop: wait (bounded) until the socket no longer answers."""
     deadline = time.monotonic() + budget

@@ -65,12 +65,23 @@ class Config:
     """Validated settings, read with `config["section.key"]`."""
 
     def __init__(self, values: dict[str, Any] | None = None, path: str = "") -> None:
-        self.values = {s.key: s.default for s in SETTINGS}
+        # Each instance gets its own copy of list and table defaults: a caller that changes one
+        # must change neither the declared default nor another Config.
+        self.values = {s.key: _fresh(s.default) for s in SETTINGS}
         self.values.update(values or {})
         self.path = path
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a setting's value (strings, numbers, booleans, lists and tables); `copy` costs the warm path."""
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
 
 
 def config_path() -> str:

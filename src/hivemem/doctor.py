@@ -12,11 +12,9 @@ from hivemem import config as config_mod
 from hivemem import paths
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
-from hivemem.store.migrations import check_header
-from hivemem.store.schema import VERSION as SCHEMA
+from hivemem.store import integrity
 
 Check = dict[str, str]
-MIN_SQLITE = (3, 42, 0)
 TRACKED_NAMES = ("store.db", "store.db-wal", "store.db-shm", "owner.key")
 
 
@@ -59,21 +57,19 @@ class Doctor:
 
     def store_schema(self) -> Check:
         try:
-            version = check_header(self.paths.store) if not os.path.islink(self.paths.store) else 0
+            version = integrity.schema_version(self.paths.store) if not os.path.islink(self.paths.store) else 0
         except HivememError as exc:
             return check("store.schema", "fail", exc.message, "point store.path at a hivemem store")
         except OSError as exc:
             return check("store.schema", "fail", f"cannot read the store: {exc.strerror}")
         if not version:
-            return check("store.schema", "ok", f"no store yet; it will be created at schema version {SCHEMA}")
+            created = f"no store yet; it will be created at schema version {integrity.SCHEMA_VERSION}"
+            return check("store.schema", "ok", created)
         return check("store.schema", "ok", f"schema version {version}")
 
     def store_sqlite(self) -> Check:
-        import apsw
-
-        version = apsw.sqlite_lib_version()
-        fts5 = "ENABLE_FTS5" in apsw.compile_options
-        good = tuple(int(x) for x in version.split(".")[:3]) >= MIN_SQLITE and fts5
+        version, fts5 = integrity.sqlite_library()
+        good = integrity.sqlite_supported(version, fts5)
         message = f"SQLite {version}" + (" with FTS5" if fts5 else " without FTS5")
         return check("store.sqlite", "ok" if good else "fail", message, "" if good else "pip install -U apsw")
 
@@ -101,7 +97,18 @@ class Doctor:
             return check("store.integrity", "ok", "skipped while the daemon runs (stop it for a quick check)")
         if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
             return check("store.integrity", "ok", "no store yet")
-        return _quick_check(self.paths.store)
+        try:
+            findings = integrity.check_file(self.paths.store)
+        except HivememError as exc:
+            return check("store.integrity", "fail", exc.message, self._restore_fix())
+        if findings:
+            detail = "; ".join(f["detail"] for f in findings[:3])
+            return check("store.integrity", "fail", f"quick check: {detail}", self._restore_fix())
+        return check("store.integrity", "ok", "quick check ok")
+
+    def _restore_fix(self) -> str:
+        backups = os.path.join(self.paths.data_dir, "backups")
+        return f"keep a copy of {self.paths.store}, then restore the newest good copy from {backups} if you have one"
 
     def daemon_status(self) -> Check:
         cfg = self.config or config_mod.Config()
@@ -169,22 +176,6 @@ def _loose(path: str) -> bool:
     except OSError:
         return False
     return not stat.S_ISSOCK(st.st_mode) and not stat.S_ISLNK(st.st_mode) and bool(st.st_mode & 0o077)
-
-
-def _quick_check(path: str) -> Check:
-    from hivemem.store import open_reader
-
-    old = os.umask(0o077)
-    try:
-        store = open_reader(path)
-        result = store.conn.execute("PRAGMA quick_check").fetchall()
-        store.close()
-    except HivememError as exc:
-        return check("store.integrity", "fail", exc.message, "hivemem store check")
-    finally:
-        os.umask(old)
-    ok = result == [("ok",)]
-    return check("store.integrity", "ok" if ok else "fail", "quick check ok" if ok else str(result[:3]))
 
 
 def _git_files() -> list[str]:

@@ -261,7 +261,7 @@ VERBS: tuple[Verb, ...] = (
         "admin",
         "{id}",
         (_p("id", "string", "Memory id, `m<N>`.", required=True, format="memory_id"),),
-        ("not_found.memory", "unavailable.store_busy"),
+        ("not_found.memory", "unavailable.store_busy", "failed.store"),
         mcp=False,
         writes=True,
         examples=("HIVEMEM_TOKEN=@owner hivemem memory purge --id m1",),

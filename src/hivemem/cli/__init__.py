@@ -1,5 +1,1 @@
-"""ADAPTER: the `hivemem` command, generated from the manifest."""
-
-from hivemem.cli.main import main
-
-__all__ = ["main"]
+"""ADAPTER: the `hivemem` command, generated from the manifest. Its entry point is cli/main.py."""

@@ -1,26 +1,14 @@
-"""`hivemem mcp`, `hivemem setup HARNESS` and `hivemem skill [install]`: what hivemem hands to agents."""
+"""`hivemem setup HARNESS` and `hivemem skill [install]`: what hivemem hands to agents."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from hivemem.cli import output
-from hivemem.cli.main import Parser
+from hivemem.cli.parser import Parser
 from hivemem.errors import Failed, HivememError
 
 HARNESSES = ("claude-code", "codex", "opencode")
-
-
-def mcp(args: list[str]) -> int:
-    """Serve MCP on stdio; the daemon is reached on the first tool call."""
-    parser = Parser(prog="hivemem mcp", description="Run the stdio MCP server (register it with your harness).")
-    try:
-        parser.parse_args(args)
-    except HivememError as exc:
-        return output.error(exc, False)
-    from hivemem.client import run_mcp
-
-    return run_mcp()
 
 
 def setup(args: list[str]) -> int:
@@ -30,7 +18,7 @@ def setup(args: list[str]) -> int:
         ns = parser.parse_args(args)
     except HivememError as exc:
         return output.error(exc, "--json" in args)
-    from hivemem.harnesses import setup as text
+    from hivemem.cli.harnesses import setup as text
 
     output.line(text(ns.harness))
     return 0
@@ -44,7 +32,7 @@ def skill(args: list[str]) -> int:
         ns = parser.parse_args(args)
     except HivememError as exc:
         return output.error(exc, "--json" in args)
-    from hivemem import skill as skill_md
+    from hivemem.cli import skill as skill_md
 
     if ns.action is None:
         output.line(skill_md.render())
@@ -56,4 +44,4 @@ def skill(args: list[str]) -> int:
     return output.result("skill.install", {"path": path}, ns.json)
 
 
-HANDLERS: dict[str, Callable[[list[str]], int]] = {"mcp": mcp, "setup": setup, "skill": skill}
+HANDLERS: dict[str, Callable[[list[str]], int]] = {"setup": setup, "skill": skill}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from hivemem.cli import output
-from hivemem.cli.main import Parser, call, verb_parser
 from hivemem.cli.params import convert
+from hivemem.cli.parser import Parser, verb_parser
+from hivemem.cli.verbs import call
 from hivemem.errors import HivememError
 from hivemem.manifest import BY_NAME, Verb
 
@@ -12,13 +13,12 @@ from hivemem.manifest import BY_NAME, Verb
 def run(args: list[str]) -> int:
     """List the newest events (printed oldest first, like a log), or follow new ones."""
     follow = "--follow" in args
-    rest = [a for a in args if a != "--follow"]
     verb = BY_NAME["events.follow" if follow else "events.list"]
     parser: Parser = verb_parser(verb, "hivemem events")
     parser.add_argument("--follow", action="store_true", help="stream new events until interrupted")
     json_mode = "--json" in args
     try:
-        ns = vars(parser.parse_args(rest))
+        ns = vars(parser.parse_args(args))
         json_mode = ns.pop("json")
         params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
         if follow:
@@ -29,6 +29,11 @@ def run(args: list[str]) -> int:
     for event in reversed(events):
         output.event(event, json_mode)
     return 0
+
+
+def follow(args: list[str]) -> int:
+    """`hivemem events follow`, the command generated for events.follow: the same stream as `events --follow`."""
+    return run(["--follow", *args])
 
 
 def _follow(verb: Verb, params: dict[str, object], json_mode: bool) -> int:

@@ -1,4 +1,5 @@
-"""Parse, connect, one request, print. Builds the parser only for the command being run."""
+"""The composition root: routes a command line to its command, and the only module that starts
+the daemon (`serve`), the MCP server (`mcp`) and the hooks (`hook`). Nothing imports it."""
 
 from __future__ import annotations
 
@@ -8,13 +9,10 @@ from collections.abc import Callable
 
 from hivemem import __version__
 from hivemem.cli import output
-from hivemem.cli.params import convert, flag
+from hivemem.cli.parser import Parser, find_verb, verb_parser
+from hivemem.cli.verbs import run_verb
 from hivemem.errors import HivememError, InvalidParams
-from hivemem.manifest import BY_NAME, VERBS, Verb
-
-TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
-if TYPE_CHECKING:
-    from typing import Any, NoReturn
+from hivemem.manifest import VERBS, Verb
 
 TOP = {
     "serve": "Run the daemon in the foreground.",
@@ -29,92 +27,6 @@ TOP = {
     "events": "Print the audit log; --follow streams new events.",
     "config": "config get [--key K] | config set --key K --value V (owner).",
 }
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that raises a usage error instead of exiting, so --json can report it."""
-
-    def error(self, message: str) -> NoReturn:
-        if message.startswith("unrecognized arguments:"):
-            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
-            if flags:  # SPEC 10: an unknown param is invalid_params.unknown, whatever the surface
-                name = flags[0][2:].split("=", 1)[0].replace("-", "_")
-                raise InvalidParams("unknown", f"{self.prog} has no --{flags[0][2:].split('=', 1)[0]}", param=name)
-        raise InvalidParams("usage", message, usage=self.format_usage().strip())
-
-
-def find_verb(argv: list[str]) -> tuple[Verb | None, list[str]]:
-    """The verb whose `cli_name` `argv` starts with (`memory add`, `whoami`, `stop`) and the remaining args."""
-    for verb in VERBS:
-        words = verb.cli_name.split()
-        if argv[: len(words)] == words:
-            return verb, argv[len(words) :]
-    return None, argv
-
-
-def verb_parser(verb: Verb, prog: str) -> Parser:
-    parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
-    parser.add_argument("--json", action="store_true", help="print the result object as JSON")
-    for p in verb.params:
-        kw: dict[str, Any] = {"dest": p.name, "help": p.help + (" (required)" if p.required else "")}
-        if p.type == "boolean":
-            kw.update(nargs="?", const="true", metavar="true|false")
-        parser.add_argument(f"--{flag(p.name)}", **kw)
-    return parser
-
-
-def attach_values(verb: Verb, args: list[str]) -> list[str]:
-    """`--query -zebra` → `--query=-zebra`: a value may start with a dash (argparse would take it for a flag)."""
-    takes_value = {f"--{flag(p.name)}" for p in verb.params if p.type != "boolean"}
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        if args[i] in takes_value and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1] != "-":
-            out.append(f"{args[i]}={args[i + 1]}")
-            i += 2
-            continue
-        out.append(args[i])
-        i += 1
-    return out
-
-
-def client_defaults(verb: Verb, params: dict[str, Any]) -> dict[str, Any]:
-    """Absent params with a `client_default` filled in (SPEC 3: recall's spaces are the fixed read path)."""
-    if not any(p.client_default and p.name not in params for p in verb.params):
-        return params  # the config is read only when a default needs it
-    from hivemem.config import load
-    from hivemem.spaces import fill_defaults
-
-    return fill_defaults(verb, params, None, load()["recall.team_spaces"])
-
-
-def run_verb(verb: Verb, args: list[str]) -> int:
-    parser = verb_parser(verb, f"hivemem {verb.cli_name}")
-    json_mode = "--json" in args
-    try:
-        ns = vars(parser.parse_args(attach_values(verb, args)))
-        json_mode = ns.pop("json")
-        params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
-        result = call(verb.name, client_defaults(verb, params))
-    except HivememError as exc:
-        return output.error(exc, json_mode)
-    return output.result(verb.name, result, json_mode)
-
-
-def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One request; a verb whose effect stops the daemon never starts one, and returns once it has gone."""
-    from hivemem.client import DaemonClient, wait_stopped
-
-    stops = BY_NAME[verb].effect == "stop"
-    client = DaemonClient(start=not stops)
-    try:
-        result = client.call(verb, **params)
-        if stops:
-            wait_stopped(client)
-    finally:
-        output.warnings(client.warnings)
-        client.close()
-    return result
 
 
 def top_level(argv: list[str]) -> int:
@@ -135,10 +47,10 @@ def _serve(args: list[str]) -> int:
         ns = parser.parse_args(args)
     except HivememError as exc:
         return output.error(exc, False)
-    from hivemem.client import run_daemon
+    from hivemem.daemon.main import serve
 
     try:
-        return run_daemon(on_demand=ns.on_demand, ready_fd=ns.ready_fd)
+        return serve(on_demand=ns.on_demand, ready_fd=ns.ready_fd)
     except HivememError as exc:
         return output.error(exc, False)
 
@@ -189,9 +101,9 @@ def _version(args: list[str]) -> int:
 
 
 def _hook(args: list[str]) -> int:
-    from hivemem.client import run_hook
+    from hivemem.hooks.main import run
 
-    output.payload(run_hook(args))
+    output.payload(run(args))
     return 0  # a hook never fails its harness: problems go to logs/hooks.log
 
 
@@ -207,8 +119,20 @@ def _config(args: list[str]) -> int:
     return settings.run(args)
 
 
+def _mcp(args: list[str]) -> int:
+    """Serve MCP on stdio; the daemon is reached on the first tool call."""
+    parser = Parser(prog="hivemem mcp", description="Run the stdio MCP server (register it with your harness).")
+    try:
+        parser.parse_args(args)
+    except HivememError as exc:
+        return output.error(exc, False)
+    from hivemem.mcp.server import run
+
+    return run()
+
+
 def _agents(command: str) -> Callable[[list[str]], int]:
-    """`mcp`, `setup` and `skill` live in cli/agents.py, imported only when one of them runs."""
+    """`setup` and `skill` live in cli/agents.py, imported only when one of them runs."""
 
     def run(args: list[str]) -> int:
         from hivemem.cli import agents
@@ -225,7 +149,7 @@ TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "ping": _ping,
     "doctor": _doctor,
     "hook": _hook,
-    "mcp": _agents("mcp"),
+    "mcp": _mcp,
     "setup": _agents("setup"),
     "skill": _agents("skill"),
     "--help": _help,
@@ -242,5 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         if "-h" in rest or "--help" in rest:
             output.line(verb_parser(verb, f"hivemem {verb.cli_name}").format_help())
             return 0
+        if verb.stream:  # a stream, not one result: cli/events.py prints it as it comes
+            from hivemem.cli import events
+
+            return events.follow(rest)
         return stop_daemon(verb, rest) if verb.effect == "stop" else run_verb(verb, rest)
     return top_level(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from hivemem.cli import output
-from hivemem.cli.main import Parser
+from hivemem.cli.parser import Parser
 from hivemem.errors import Denied, HivememError, InvalidParams
 
 

@@ -7,7 +7,7 @@ import os
 
 import apsw
 
-from hivemem.errors import Unavailable
+from hivemem.errors import Failed, HivememError, Unavailable
 from hivemem.store.db import atomic, connect
 from hivemem.store.memories import unindex
 
@@ -22,29 +22,51 @@ def checkpoint(conn: apsw.Connection) -> None:
         raise Unavailable("store_busy", "purged, but the WAL checkpoint could not finish; it runs at next start")
 
 
-def scrub_backups(directory: str, memory: int) -> None:
-    """Delete the memory from every backup database with secure delete, then vacuum it."""
+def scrub_backups(directory: str, memory: int) -> list[tuple[str, str]]:
+    """Delete the memory from every backup database with secure delete, then vacuum it.
+
+    Returns the backups that could not be opened or scrubbed, with why; every other one is scrubbed.
+    """
     if not os.path.isdir(directory):
-        return
+        return []
+    failures = []
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if os.path.islink(path) or not os.path.isfile(path) or name.endswith(("-wal", "-shm", ".tmp")):
+        if os.path.islink(path) or not os.path.isfile(path) or name.endswith(("-wal", "-shm", "-journal", ".tmp")):
             continue
         try:
-            conn = connect(path)
-        except Exception:  # not a database: nothing hivemem can scrub
-            continue
-        try:
-            with atomic(conn):
-                unindex(conn, memory)
-                conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            conn.execute("VACUUM")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except apsw.Error:
-            continue
-        finally:
-            conn.close()
+            _scrub(path, memory)
+        except HivememError as exc:
+            failures.append((path, exc.message))
+        except apsw.Error as exc:
+            failures.append((path, str(exc)))
+    return failures
+
+
+def _scrub(path: str, memory: int) -> None:
+    conn = connect(path)
+    try:
+        with atomic(conn):
+            unindex(conn, memory)
+            conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        conn.execute("VACUUM")  # reads every page, so a corrupt backup fails here rather than passing unseen
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        conn.close()
+
+
+def unscrubbed(ident: str, failures: list[tuple[str, str]]) -> Failed:
+    """failed.store naming the backup(s) that may still hold a purged memory."""
+    path, why = failures[0]
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return Failed(
+        "store",
+        f"{ident} is purged from the store, but the backup {path}{more} could not be scrubbed: {why}",
+        path=path,
+        paths=[p for p, _ in failures],
+        fix=f"the backup may still hold {ident}: delete it, or repair it and erase {ident} from it yourself",
+    )
 
 
 def scrub_exports(directory: str, store_id: str, memory: int) -> None:

@@ -1,0 +1,60 @@
+"""argparse for the generated commands: usage errors as hivemem errors, one parser per verb."""
+
+from __future__ import annotations
+
+import argparse
+
+from hivemem.cli.params import flag
+from hivemem.errors import InvalidParams
+from hivemem.manifest import VERBS, Verb
+
+TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises a usage error instead of exiting, so --json can report it."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
+            if flags:  # SPEC 10: an unknown param is invalid_params.unknown, whatever the surface
+                name = flags[0][2:].split("=", 1)[0].replace("-", "_")
+                raise InvalidParams("unknown", f"{self.prog} has no --{flags[0][2:].split('=', 1)[0]}", param=name)
+        raise InvalidParams("usage", message, usage=self.format_usage().strip())
+
+
+def find_verb(argv: list[str]) -> tuple[Verb | None, list[str]]:
+    """The verb whose `cli_name` `argv` starts with (`memory add`, `whoami`, `stop`) and the remaining args."""
+    for verb in VERBS:
+        words = verb.cli_name.split()
+        if argv[: len(words)] == words:
+            return verb, argv[len(words) :]
+    return None, argv
+
+
+def verb_parser(verb: Verb, prog: str) -> Parser:
+    parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
+    parser.add_argument("--json", action="store_true", help="print the result object as JSON")
+    for p in verb.params:
+        kw: dict[str, Any] = {"dest": p.name, "help": p.help + (" (required)" if p.required else "")}
+        if p.type == "boolean":
+            kw.update(nargs="?", const="true", metavar="true|false")
+        parser.add_argument(f"--{flag(p.name)}", **kw)
+    return parser
+
+
+def attach_values(verb: Verb, args: list[str]) -> list[str]:
+    """`--query -zebra` → `--query=-zebra`: a value may start with a dash (argparse would take it for a flag)."""
+    takes_value = {f"--{flag(p.name)}" for p in verb.params if p.type != "boolean"}
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in takes_value and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1] != "-":
+            out.append(f"{args[i]}={args[i + 1]}")
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return out

@@ -1,0 +1,52 @@
+"""The commands generated from the manifest: parse the flags, make one request, print its result."""
+
+from __future__ import annotations
+
+from hivemem.cli import output
+from hivemem.cli.params import convert
+from hivemem.cli.parser import attach_values, verb_parser
+from hivemem.errors import HivememError
+from hivemem.manifest import BY_NAME, Verb
+
+TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def client_defaults(verb: Verb, params: dict[str, Any]) -> dict[str, Any]:
+    """Absent params with a `client_default` filled in (SPEC 3: recall's spaces are the fixed read path)."""
+    if not any(p.client_default and p.name not in params for p in verb.params):
+        return params  # the config is read only when a default needs it
+    from hivemem.config import load
+    from hivemem.spaces import fill_defaults
+
+    return fill_defaults(verb, params, None, load()["recall.team_spaces"])
+
+
+def run_verb(verb: Verb, args: list[str]) -> int:
+    parser = verb_parser(verb, f"hivemem {verb.cli_name}")
+    json_mode = "--json" in args
+    try:
+        ns = vars(parser.parse_args(attach_values(verb, args)))
+        json_mode = ns.pop("json")
+        params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
+        result = call(verb.name, client_defaults(verb, params))
+    except HivememError as exc:
+        return output.error(exc, json_mode)
+    return output.result(verb.name, result, json_mode)
+
+
+def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One request; a verb whose effect stops the daemon never starts one, and returns once it has gone."""
+    from hivemem.client import DaemonClient, wait_stopped
+
+    stops = BY_NAME[verb].effect == "stop"
+    client = DaemonClient(start=not stops)
+    try:
+        result = client.call(verb, **params)
+        if stops:
+            wait_stopped(client)
+    finally:
+        output.warnings(client.warnings)
+        client.close()
+    return result
