@@ -67,8 +67,8 @@ def test_events_print_one_object_per_line_without_text(home: Home, owner: Daemon
             assert result.code == 0
             for text in (content_marker, query_marker, "secret text", "a title"):
                 assert text not in result.out and text not in result.err, text
-    human = home.cli("events").out.splitlines()
-    assert len(human) == len(printed)
+    header, *human = home.cli("events").out.splitlines()
+    assert header.split()[:4] == ["ID", "TIME", "TYPE", "BY"] and len(human) == len(printed)
     assert "memory.added" in human[2] and first["id"] in human[2]
 
 

@@ -91,6 +91,10 @@ def test_tools_come_from_the_manifest_with_all_four_annotations(home: Home) -> N
         assert tools["memory_add"].annotations.idempotent_hint is True  # type: ignore[union-attr]
         assert tools["session_start"].annotations.idempotent_hint is True  # type: ignore[union-attr]
         assert tools["memory_update"].annotations.idempotent_hint is False  # type: ignore[union-attr]
+        for name, tool in tools.items():  # a description that promises idempotence carries the hint, and back
+            says = "idempotent" in (tool.description or "")
+            assert not says or tool.annotations.idempotent_hint is True, name  # type: ignore[union-attr]
+            assert "SPEC" not in json.dumps(tool.model_dump(by_alias=True)), name  # the SPEC is not shipped
         add = tools["memory_add"].input_schema
         assert add["required"] == ["space", "content"]
         assert add["properties"]["kind"]["enum"][0] == "note"
@@ -272,8 +276,8 @@ def test_docs_name_only_real_tools() -> None:
         text = f.read()
     named = set(re.findall(r"`((?:memory|session|space|store|events)_[a-z_]+|whoami)`", text))
     assert {"memory_add", "memory_search", "memory_get"} <= named <= exposed_names()
-    for line in ("claude mcp add --scope user hivemem -e HIVEMEM_TOKEN=<token> -- hivemem mcp",
-                 "codex mcp add hivemem --env HIVEMEM_TOKEN=<token> -- hivemem mcp"):  # fmt: skip
+    for line in ('claude mcp add --scope user hivemem -e HIVEMEM_TOKEN=<token> -- "$(command -v hivemem)" mcp',
+                 'codex mcp add hivemem --env HIVEMEM_TOKEN=<token> -- "$(command -v hivemem)" mcp'):  # fmt: skip
         assert line in text.splitlines()
     assert TRUST_SENTENCE in text
 

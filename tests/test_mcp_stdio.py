@@ -258,3 +258,38 @@ def test_a_socket_for_stdin_and_stdout_is_served_by_the_sdk_transport(home: Home
     assert proc.wait(timeout=60) == 0
     reader.close()
     ours.close()
+
+
+def test_requests_read_before_stdin_closes_are_answered_into_a_file(home: Home, tmp_path: Any) -> None:
+    """`hivemem mcp < requests > answers`: the SDK's dispatcher cancels what is still running when input ends,
+    which lost the last answer every time; each request read before EOF is now answered first."""
+    requests = handshake() + line("tools/list", {}, 2) + call(3, "memory_search", query="anything at all")
+    (tmp_path / "requests.jsonl").write_bytes(requests)
+    for attempt in range(3):
+        with open(tmp_path / "requests.jsonl", "rb") as stdin, open(tmp_path / f"out{attempt}", "wb") as stdout:
+            assert spawn(home, stdin, stdout).wait(timeout=60) == 0
+        answers = [json.loads(raw) for raw in (tmp_path / f"out{attempt}").read_bytes().splitlines()]
+        assert [a["id"] for a in answers] == [1, 2, 3], attempt
+        assert answers[2]["result"]["structuredContent"] == {"mode": "fts", "results": []}
+
+
+def test_a_pipe_closed_right_after_the_requests_still_gets_every_answer_into_a_file(home: Home, tmp_path: Any) -> None:
+    with open(tmp_path / "answers.jsonl", "wb") as answers:
+        server = Server(home, stdout=answers)
+        server.send(handshake() + line("tools/list", {}, 2) + call(3, "whoami"))
+        assert server.close() == 0  # stdin closed at once: nothing was awaited before it
+    received = [json.loads(raw) for raw in (tmp_path / "answers.jsonl").read_bytes().splitlines()]
+    assert [a["id"] for a in received] == [1, 2, 3]
+    assert received[2]["result"]["structuredContent"]["principal"] == "owner"
+
+
+def test_a_line_that_is_not_json_rpc_is_logged_to_stderr_without_its_text(home: Home) -> None:
+    log = Path(home.base) / "mcp-stderr.log"
+    server = Server(home)
+    server.send(handshake() + b"this is not json zqxmarker\n" + b'{"jsonrpc": "2.0", "zqxmarker": 1}\n')
+    server.send(call(2, "whoami"))
+    assert server.answer(2)["result"]["structuredContent"]["principal"] == "owner"
+    assert server.close() == 0
+    logged = [x for x in log.read_text().splitlines() if "not a JSON-RPC message" in x]
+    assert len(logged) == 2 and "Invalid JSON" in logged[0], logged
+    assert "zqxmarker" not in log.read_text()

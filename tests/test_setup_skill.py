@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -15,8 +16,10 @@ import anyio
 from conftest import Home, Result, mcp_session
 from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS
 
+# What `hivemem setup` names hivemem by: the script beside this interpreter, by absolute path.
+HIVEMEM = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "hivemem")
 CLIENT_ADD = (
-    "HIVEMEM_TOKEN=@owner hivemem client add --name {} "
+    f"HIVEMEM_TOKEN=@owner {HIVEMEM} client add --name {{}} "
     """--grants '[{{"right":"read","scope":"*"}},{{"right":"write","scope":"*"}}]' --json"""
 )
 
@@ -46,29 +49,33 @@ def test_setup_claude_code_prints_the_exact_snippets(home: Home) -> None:
     result = run(home, "setup", "claude-code")
     assert result.code == 0, result
     lines = result.out.splitlines()
-    assert "claude mcp add --scope user hivemem -e HIVEMEM_TOKEN=<token> -- hivemem mcp" in lines
+    assert f"claude mcp add --scope user hivemem -e HIVEMEM_TOKEN=<token> -- {HIVEMEM} mcp" in lines
     assert CLIENT_ADD.format("claude-code") in lines
-    assert "hivemem skill install" in lines
+    assert f"{HIVEMEM} skill install" in lines
     assert "never in a committed project file" in result.out and "~/.claude/settings.json" in result.out
     (hooks,) = json_blocks(result.out)
     assert hook_commands(hooks) == {
-        "SessionStart": ["hivemem hook session-start --harness claude-code"],
-        "UserPromptSubmit": ["hivemem hook prompt-submit --harness claude-code"],
+        "SessionStart": [f"{HIVEMEM} hook session-start --harness claude-code"],
+        "UserPromptSubmit": [f"{HIVEMEM} hook prompt-submit --harness claude-code"],
     }
+    assert hooks["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
 
 
 def test_setup_codex_prints_the_exact_snippets(home: Home) -> None:
     result = run(home, "setup", "codex")
     assert result.code == 0, result
     lines = result.out.splitlines()
-    assert "codex mcp add hivemem --env HIVEMEM_TOKEN=<token> -- hivemem mcp" in lines
+    assert f"codex mcp add hivemem --env HIVEMEM_TOKEN=<token> -- {HIVEMEM} mcp" in lines
     assert CLIENT_ADD.format("codex") in lines
     assert "only after you review and trust them" in result.out
     (hooks,) = json_blocks(result.out)
     assert hook_commands(hooks) == {
-        "SessionStart": ["hivemem hook session-start --harness codex"],
-        "UserPromptSubmit": ["hivemem hook prompt-submit --harness codex"],
+        "SessionStart": [f"{HIVEMEM} hook session-start --harness codex"],
+        "UserPromptSubmit": [f"{HIVEMEM} hook prompt-submit --harness codex"],
     }
+    # Codex's SessionStart sources (its hook input schema): startup, resume, clear, compact and fork.
+    # A matcher of letters and `|` is matched exactly against the source, so each must be listed.
+    assert hooks["hooks"]["SessionStart"][0]["matcher"].split("|") == ["startup", "resume", "clear", "compact", "fork"]
     assert TRUST_SENTENCE in result.out  # the AGENTS.md paragraph
 
 
@@ -77,13 +84,39 @@ def test_setup_opencode_prints_the_mcp_entry_and_an_agents_paragraph(home: Home)
     assert result.code == 0, result
     (config,) = json_blocks(result.out)
     assert config == {
-        "mcp": {
-            "hivemem": {"type": "local", "command": ["hivemem", "mcp"], "environment": {"HIVEMEM_TOKEN": "<token>"}}
-        }
+        "mcp": {"hivemem": {"type": "local", "command": [HIVEMEM, "mcp"], "environment": {"HIVEMEM_TOKEN": "<token>"}}}
     }
     assert CLIENT_ADD.format("opencode") in result.out.splitlines()
     assert "## Shared memory (hivemem)" in result.out and TRUST_SENTENCE in result.out
     assert "~/.config/opencode/opencode.json" in result.out
+
+
+def registered_command(home: Home, harness: str) -> list[str]:
+    """The server command `hivemem setup HARNESS` tells the harness to register (after `--`)."""
+    (line,) = [x for x in run(home, "setup", harness).out.splitlines() if " mcp add " in x]
+    words = shlex.split(line)
+    return words[words.index("--") + 1 :]
+
+
+def test_registered_command_connects_without_hivemem_on_path(home: Home) -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    command = registered_command(home, "claude-code")
+    assert command == registered_command(home, "codex") and os.path.isabs(command[0])
+    env = {**home.env, "HIVEMEM_TOKEN": "@owner", "PATH": "/usr/bin:/bin"}  # as a harness might start it
+
+    async def session() -> tuple[set[str], Any]:
+        params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd="/")
+        with open(os.path.join(home.base, "mcp-stderr.log"), "a") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                tools = {t.name for t in (await s.list_tools()).tools}
+                return tools, await s.call_tool("whoami", {})
+
+    tools, whoami = anyio.run(session)
+    assert "memory_search" in tools
+    assert not whoami.is_error and whoami.structured_content["principal"] == "owner"
 
 
 def test_setup_edits_nothing_and_starts_no_daemon(home: Home) -> None:

@@ -92,12 +92,13 @@ AFTER = _p("after", "string", "Page after this memory id (exclusive).", format="
 
 RECALL_LIMIT_HELP = "Most records (default recall.prompt_limit, or recall.session_limit without a query)."
 
+PROVENANCE_HELP = "Bounded provenance claim: kind (required), host, surface, path, line, thread_id, action, reason."
 _FIELDS = (
     _p("kind", "string", "Kind of memory.", choices=KINDS),
     _p("title", "string", "Short title, at most 200 bytes.", max_bytes=200, format="title"),
     _p("tags", "array", "Up to 16 tags, each `^[a-z0-9][a-z0-9-]{0,63}$`.", items="tag"),
     _p("source", "string", "Free attribution claim, at most 128 bytes.", max_bytes=128, format="source"),
-    _p("provenance", "object", "Bounded provenance claim (SPEC 2.3).", format="provenance"),
+    _p("provenance", "object", PROVENANCE_HELP, format="provenance"),
     _p("confidence", "number", "0.0 to 1.0; a claim, not authority.", minimum=0.0, maximum=1.0),
     _p("confidence_state", "string", "Confidence state.", choices=CONFIDENCE_STATES),
     _p("review_after", "string", "RFC 3339 time after which the memory is due for review.", format="timestamp"),
@@ -169,7 +170,7 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "memory.history",
-        "List a memory's kept versions, newest first.",
+        "List a memory's kept versions, newest first; get the memory with `revision` to read a version's text.",
         "read",
         "{versions: [{revision, action, by, ts, bytes}]}",
         (ID,),
@@ -387,6 +388,7 @@ VERBS += (
         ("not_found.session",),
         writes=True,
         examples=("hivemem session end --session s1",),
+        idempotent=True,
     ),
     Verb(
         "session.get",

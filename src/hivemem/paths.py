@@ -134,3 +134,10 @@ def daemon_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("HIVEMEM_TOKEN", None)
     return env
+
+
+def never_a_project() -> frozenset[str]:
+    """Directories that name no project outside git (SPEC 3): the root, the home and the temporary directory."""
+    import tempfile
+
+    return frozenset(os.path.realpath(d) for d in (os.sep, os.path.expanduser("~"), tempfile.gettempdir()))

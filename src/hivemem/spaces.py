@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import re
 
+from hivemem.errors import InvalidParams
+from hivemem.paths import never_a_project
+
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -12,41 +15,77 @@ if TYPE_CHECKING:
 
     from hivemem.manifest import Verb
 
+PROJECT = re.compile(r"project/[a-z0-9][a-z0-9._-]*")  # what `@project` can resolve to
 
-def project_space(cwd: str | None = None) -> str:
-    """`project/<name>` from the git top-level directory (or the working directory) name."""
-    start = os.path.abspath(cwd or os.getcwd())
-    top = start
+
+def git_top(start: str) -> str | None:
+    """The nearest directory at or above `start` that holds `.git`."""
     probe = start
     while True:
         if os.path.exists(os.path.join(probe, ".git")):
-            top = probe
-            break
+            return probe
         parent = os.path.dirname(probe)
         if parent == probe:
-            break
+            return None
         probe = parent
-    name = re.sub(r"[^a-z0-9._-]+", "-", os.path.basename(top).lower())
-    name = re.sub(r"^[^a-z0-9]+", "", name)
-    return f"project/{name or 'root'}"
 
 
-def placeholder(value: str, cwd: str | None = None) -> str:
+def project_name(directory: str) -> str:
+    """The base name lowercased, runs outside `[a-z0-9._-]` made `-`, leading non-alphanumerics stripped."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", os.path.basename(directory).lower())
+    return re.sub(r"^[^a-z0-9]+", "", name)
+
+
+def project_space(cwd: str | None = None) -> str | None:
+    """`project/<name>` of the git top-level directory (or the working directory), or None where there is no project.
+
+    Outside git, the root, the home and the temporary directory are no project: a harness started there is not
+    working on one. A name with no letter or digit is none either.
+    """
+    start = os.path.abspath(cwd or os.getcwd())
+    top = git_top(start)
+    if top is None and os.path.realpath(start) in never_a_project():
+        return None
+    name = project_name(top or start)
+    return f"project/{name}" if name else None
+
+
+def placeholder(value: str, cwd: str | None = None, param: str = "space") -> str:
     """`@project` and `@user` resolved (from `cwd`, default the working directory); other names unchanged."""
-    if value == "@project":
-        return project_space(cwd)
     if value == "@user":
         return "user"
-    return value
+    if value != "@project":
+        return value
+    space = project_space(cwd)
+    if space is None:
+        raise _no_project(os.path.abspath(cwd or os.getcwd()), param)
+    return space
+
+
+def _no_project(where: str, param: str) -> InvalidParams:
+    if git_top(where) is None and os.path.realpath(where) in never_a_project():
+        why = "is the root, home or temporary directory, outside any git repository"
+    else:
+        why = "has a name with no letter or digit"
+    return InvalidParams("space", f"@project has no value in {where}: the directory {why}", param=param,
+                         fix="run it inside the repository, or name the space, e.g. project/<name>")  # fmt: skip
 
 
 def read_path(cwd: str | None = None, team_spaces: Iterable[str] = ()) -> list[str]:
-    """The fixed read path of hooks and recall: `[@project, user, *recall.team_spaces]`, without repeats."""
+    """The fixed read path of hooks and recall: `[@project, user, *recall.team_spaces]`, without repeats.
+
+    Where there is no project, the path simply has none.
+    """
     path: list[str] = []
     for space in (project_space(cwd), "user", *team_spaces):
-        if space not in path:
+        if space is not None and space not in path:
             path.append(space)
     return path
+
+
+def on_read_path(space: str, team_spaces: Iterable[str] = ()) -> bool:
+    """Whether some fixed read path holds `space`: `user`, a team space, or `project/<name>` of some directory."""
+    return space == "user" or space in team_spaces or PROJECT.fullmatch(space) is not None
 
 
 DEFAULTS: dict[str, Callable[[str | None, Iterable[str]], Any]] = {"read_path": read_path}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hivemem.cli import output
-from hivemem.cli.params import convert
+from hivemem.cli.params import collect
 from hivemem.cli.parser import Parser, verb_parser
 from hivemem.cli.verbs import call
 from hivemem.errors import HivememError
@@ -20,12 +20,14 @@ def run(args: list[str]) -> int:
     try:
         ns = vars(parser.parse_args(args))
         json_mode = ns.pop("json")
-        params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
+        params = collect(verb, ns)
         if follow:
             return _follow(verb, params, json_mode)
         events = call("events.list", params)["events"]
     except HivememError as exc:
         return output.error(exc, json_mode)
+    if not json_mode:  # a finished list is a table, oldest first like a log; --follow streams lines
+        return output.result("events.list", {"events": events[::-1]}, json_mode)
     for event in reversed(events):
         output.event(event, json_mode)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 
 from hivemem.manifest import TRUST_SENTENCE
@@ -22,21 +23,39 @@ repository) or `@user` (true of this person everywhere), with a fitting `kind`. 
 `revision` you read to `memory_update`. {TRUST_SENTENCE}"""
 
 
+# What starts a session, per harness (the hook's `source`). Codex also starts one for `codex fork`; both match
+# the alternatives exactly, so a source missing here would get no recall.
+SESSION_SOURCES = {"claude-code": "startup|resume|clear|compact", "codex": "startup|resume|clear|compact|fork"}
+
+
+def executable() -> list[str]:
+    """This installation of hivemem by absolute path, so a harness starts it whatever PATH it runs with."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "hivemem")
+    if os.access(beside, os.X_OK):  # a virtual environment's or pipx's script, beside its interpreter
+        return [beside]
+    return [os.path.abspath(sys.executable), "-m", "hivemem"]
+
+
+def command(*args: str) -> str:
+    """A shell command line that runs this hivemem with `args`."""
+    return shlex.join([*executable(), *args])
+
+
 def client_add(name: str) -> str:
     """The owner's command that creates this harness's client token (shown once)."""
-    return f"HIVEMEM_TOKEN=@owner hivemem client add --name {name} --grants '{GRANTS}' --json"
+    return f"HIVEMEM_TOKEN=@owner {command('client', 'add', '--name', name, '--grants', GRANTS, '--json')}"
 
 
 def hooks(harness: str) -> str:
     """Hook configuration: recall at session start and for each prompt, read-only and fail-open."""
 
     def handler(event: str) -> list[dict[str, object]]:
-        command = f"hivemem hook {event} --harness {harness}"
-        return [{"type": "command", "command": command, "timeout": 10}]
+        line = command("hook", event, "--harness", harness)
+        return [{"type": "command", "command": line, "timeout": 10}]
 
     config = {
         "hooks": {
-            "SessionStart": [{"matcher": "startup|resume|clear|compact", "hooks": handler("session-start")}],
+            "SessionStart": [{"matcher": SESSION_SOURCES[harness], "hooks": handler("session-start")}],
             "UserPromptSubmit": [{"hooks": handler("prompt-submit")}],
         }
     }
@@ -44,7 +63,7 @@ def hooks(harness: str) -> str:
 
 
 def opencode_mcp() -> str:
-    entry = {"type": "local", "command": ["hivemem", "mcp"], "environment": {"HIVEMEM_TOKEN": "<token>"}}
+    entry = {"type": "local", "command": [*executable(), "mcp"], "environment": {"HIVEMEM_TOKEN": "<token>"}}
     return json.dumps({"mcp": {"hivemem": entry}}, indent=2)
 
 
@@ -61,12 +80,10 @@ def _header(harness: str) -> list[str]:
 
 
 def _footer() -> list[str]:
-    bindir = os.path.dirname(sys.executable)
-    here = os.path.join(bindir, "hivemem")
-    where = f" (here: {here})" if os.path.exists(here) else ""
     return [
         "",
-        f"`hivemem` must be on the PATH the harness runs with; otherwise use its absolute path{where}.",
+        f"These commands start hivemem by its absolute path ({command()}), so they work whatever PATH the",
+        "harness runs with. Run `hivemem setup` again after moving or reinstalling hivemem.",
         "More: docs/mcp.md (tools, errors, tokens) and docs/hooks.md (what the hooks inject).",
     ]
 
@@ -82,7 +99,7 @@ def claude_code() -> list[str]:
     return [
         "2. Register the MCP server for your user (replace <token> with the token from step 1):",
         "",
-        "claude mcp add --scope user hivemem -e HIVEMEM_TOKEN=<token> -- hivemem mcp",
+        f"claude mcp add --scope user hivemem -e HIVEMEM_TOKEN=<token> -- {command('mcp')}",
         "",
         '3. Add the hooks to ~/.claude/settings.json (merge into its "hooks" if it has some):',
         "",
@@ -92,7 +109,7 @@ def claude_code() -> list[str]:
         "",
         "4. Install the skill (~/.claude/skills/hivemem/SKILL.md):",
         "",
-        "hivemem skill install",
+        command("skill", "install"),
     ]
 
 
@@ -100,7 +117,7 @@ def codex() -> list[str]:
     return [
         "2. Register the MCP server (written to ~/.codex/config.toml; replace <token> with the token from step 1):",
         "",
-        "codex mcp add hivemem --env HIVEMEM_TOKEN=<token> -- hivemem mcp",
+        f"codex mcp add hivemem --env HIVEMEM_TOKEN=<token> -- {command('mcp')}",
         "",
         '3. Add the hooks to ~/.codex/hooks.json (merge into its "hooks" if it has some):',
         "",

@@ -34,6 +34,10 @@ def top_level(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("--help", [])
     handler = TOP_HANDLERS.get(command)
     if handler is None:
+        from hivemem.cli import groups
+
+        if groups.is_group(command):
+            return groups.run(command, rest)
         return output.error(InvalidParams("usage", f"unknown command {' '.join(argv[:2])!r}; see hivemem --help"),
                             "--json" in argv)  # fmt: skip
     return handler(rest)
@@ -75,6 +79,8 @@ def _ping(args: list[str]) -> int:
     try:
         hello = client.connect().hello
     except HivememError as exc:
+        if exc.code == "unavailable.not_running" and client.config["daemon.startup"] != "explicit":
+            exc.data["fix"] = "nothing to do: the next command that needs the daemon starts it (hivemem whoami)"
         return output.error(exc, json_mode)
     finally:
         client.close()

@@ -76,27 +76,40 @@ def _write(stream: Any, text: str) -> None:
 def human(verb: str, ok: dict[str, Any]) -> str:
     if isinstance(ok.get("text"), str):
         return str(ok["text"])  # a rendered envelope (memory.recall) is already text for its reader
-    for key, render in ROWS.items():
+    if verb == "doctor":
+        return _doctor(ok["checks"])
+    for key, (header, render) in TABLES.items():
         if isinstance(ok.get(key), list):
             rows = [render(r) for r in ok[key]]
-            extra = [f"next: {ok['next']}"] if ok.get("next") else []
             mode = (
                 [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")]
                 if "mode" in ok
                 else []
             )
-            return "\n".join(mode + (_table(rows) if rows else [f"no {key}"]) + extra)
-    if verb == "doctor":
-        return "\n".join(_check_line(c) for c in ok["checks"])
+            return "\n".join(mode + (_table([list(header), *rows]) if rows else [f"no {key}"]) + _footer(verb, ok))
     width = max((len(k) for k in ok), default=0)
     return "\n".join(f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items())
 
 
-def _check_line(c: dict[str, str]) -> str:
-    return f"{c['status']:<5} {c['id']:<18} {c['message']}" + (f"\n      fix: {c['fix']}" if c.get("fix") else "")
+def _footer(verb: str, ok: dict[str, Any]) -> list[str]:
+    lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
+    if ok.get("versions"):  # memory.history
+        lines.append("A version's text: hivemem memory get --id ID --revision N")
+    return lines
+
+
+def _doctor(checks: list[dict[str, str]]) -> str:
+    """Doctor's checks as a table; a check's fix goes on the line below it, under its id."""
+    lines = _table([["STATUS", "CHECK", "MESSAGE"], *([c["status"], c["id"], c["message"]] for c in checks)])
+    indent = " " * lines[0].index("CHECK")
+    out = lines[:1]
+    for line, check in zip(lines[1:], checks, strict=True):
+        out += [line, *([f"{indent}fix: {check['fix']}"] if check.get("fix") else [])]
+    return "\n".join(out)
 
 
 def _table(rows: list[list[str]]) -> list[str]:
+    """Rows as aligned columns, two spaces apart; the last column is not padded."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip() for r in rows]
 
@@ -106,18 +119,43 @@ def _memory_row(m: dict[str, Any]) -> list[str]:
     return [m["id"], f"r{m['revision']}", m["space"], m["kind"], text[:100]]
 
 
-ROWS: dict[str, Any] = {
-    "results": _memory_row,
-    "memories": _memory_row,
-    "versions": lambda v: [
-        f"r{v['revision']}",
-        v["action"],
-        v["by"].get("label") or v["by"]["principal"],
-        v["ts"],
-        f"{v['bytes']} bytes",
-    ],
-    "spaces": lambda s: [s["space"], str(s["memories"]), s["updated"] or ""],
-    "deleted": lambda d: [d["id"], f"r{d['revision']}", "deleted"],
+def _grants(grants: list[dict[str, str]]) -> str:
+    return ", ".join(f"{g.get('right')} {g.get('scope')}" for g in grants)
+
+
+def _who(item: dict[str, Any]) -> str:
+    return str(item.get("label") or item.get("principal") or "")
+
+
+def _event_row(e: dict[str, Any]) -> list[str]:
+    where = " ".join(str(e[k]) for k in ("space", "memory", "session") if e.get(k))
+    rev = f"r{e['revision']}" if e.get("revision") else ""
+    return [str(e["id"]), e["ts"], e["type"], _who(e), where, rev, dumps(e["data"]) if e.get("data") else ""]
+
+
+def _session_row(s: dict[str, Any]) -> list[str]:
+    parent = f"{s['relation']} of {s['parent']}" if s.get("parent") else ""
+    reporter = _who(s.get("reported_by") or {})
+    started, ended = s["started"], s.get("ended", "")
+    return [s["session"], s["harness"], s.get("harness_session", ""), parent, reporter, started, ended]
+
+
+TABLES: dict[str, tuple[tuple[str, ...], Any]] = {
+    "results": (("ID", "REV", "SPACE", "KIND", "TEXT"), _memory_row),
+    "memories": (("ID", "REV", "SPACE", "KIND", "TEXT"), _memory_row),
+    "versions": (
+        ("REV", "ACTION", "BY", "TIME", "SIZE"),
+        lambda v: [f"r{v['revision']}", v["action"], _who(v["by"]), v["ts"], f"{v['bytes']} bytes"],
+    ),
+    "spaces": (("SPACE", "MEMORIES", "UPDATED"), lambda s: [s["space"], str(s["memories"]), s["updated"] or ""]),
+    "deleted": (("ID", "REV", "STATUS"), lambda d: [d["id"], f"r{d['revision']}", "deleted"]),
+    "clients": (
+        ("NAME", "PRINCIPAL", "GRANTS", "CREATED", "EXPIRES"),
+        lambda c: [c["name"], c["principal"], _grants(c["grants"]), c["created"], c.get("expires") or "never"],
+    ),
+    "events": (("ID", "TIME", "TYPE", "BY", "WHERE", "REV", "DATA"), _event_row),
+    "sessions": (("SESSION", "HARNESS", "HARNESS SESSION", "PARENT", "REPORTED BY", "STARTED", "ENDED"), _session_row),
+    "chain": (("SESSION", "HARNESS", "HARNESS SESSION", "PARENT", "REPORTED BY", "STARTED", "ENDED"), _session_row),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hivemem.cli.params import flag
+from hivemem.cli.params import flag, help_text
 from hivemem.errors import InvalidParams
 from hivemem.manifest import VERBS, Verb
 
@@ -38,9 +38,11 @@ def verb_parser(verb: Verb, prog: str) -> Parser:
     parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
     parser.add_argument("--json", action="store_true", help="print the result object as JSON")
     for p in verb.params:
-        kw: dict[str, Any] = {"dest": p.name, "help": p.help + (" (required)" if p.required else "")}
+        kw: dict[str, Any] = {"dest": p.name, "help": help_text(p)}
         if p.type == "boolean":
             kw.update(nargs="?", const="true", metavar="true|false")
+        elif p.type == "array":
+            kw.update(action="append")  # `--spaces a --spaces b` is both (SPEC 11.1)
         parser.add_argument(f"--{flag(p.name)}", **kw)
     return parser
 

@@ -157,9 +157,15 @@ def cli_markdown() -> str:
         "Exit codes: 0 ok · 1 `failed.*` · 2 `invalid_params.*` and usage errors · 3 `not_found.*` · 4 `denied.*` · "
         "5 `conflict.*` · 6 `unavailable.*` · 10 `unsupported.*`.",
         "",
-        "Values: arrays take a JSON array or a comma-separated list; objects take JSON; an object or array given as "
+        "Values: arrays take a JSON array or a comma-separated list, and a list flag given more than once "
+        "accumulates (`--spaces @project --spaces user` is both); objects take JSON; an object or array given as "
         "`@PATH` is read from that file; a string given as `-` is read from stdin (one trailing newline removed); "
+        "a value read from stdin or a file that is over its bound (content: `memory.max_content_bytes`; others: "
+        "their own bound, else the 4 MiB frame) is refused with `invalid_params.range` before anything is sent; "
         "booleans are `--flag` or `--flag=false`; spaces accept `@project` and `@user`.",
+        "",
+        "Every group lists its commands, one line each: `hivemem memory`, `hivemem memory --help`, "
+        "`hivemem config --help`; `hivemem memory add --help` lists a command's flags.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -10,15 +10,18 @@ from hivemem.errors import Denied, HivememError, InvalidParams
 
 
 def run(args: list[str]) -> int:
+    """`config get` and `config set`; anything else is the group's help or a usage error listing its commands."""
     json_mode = "--json" in args
     try:
         if args[:1] == ["get"]:
             return _get(args[1:], json_mode)
         if args[:1] == ["set"]:
             return _set(args[1:], json_mode)
-        raise InvalidParams("usage", "usage: hivemem config get [--key K] | config set --key K --value V")
     except HivememError as exc:
         return output.error(exc, json_mode)
+    from hivemem.cli import groups
+
+    return groups.run("config", args)
 
 
 def _get(args: list[str], json_mode: bool) -> int:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from hivemem.cli import output
-from hivemem.cli.params import convert
+from hivemem.cli.params import collect
 from hivemem.cli.parser import attach_values, verb_parser
-from hivemem.errors import HivememError
+from hivemem.errors import HivememError, InvalidParams
 from hivemem.manifest import BY_NAME, Verb
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
@@ -29,18 +29,26 @@ def run_verb(verb: Verb, args: list[str]) -> int:
     try:
         ns = vars(parser.parse_args(attach_values(verb, args)))
         json_mode = ns.pop("json")
-        params = {p.name: convert(p, ns[p.name]) for p in verb.params if ns.get(p.name) is not None}
-        result = call(verb.name, client_defaults(verb, params))
+        params = client_defaults(verb, collect(verb, ns))
+        result = call(verb.name, params)
     except HivememError as exc:
         return output.error(exc, json_mode)
-    return output.result(verb.name, result, json_mode)
+    code = output.result(verb.name, result, json_mode)
+    if verb.writes and "space" in params:  # a write into one named space (memory.add)
+        from hivemem.cli.notes import unrecalled_space
+
+        output.warnings(unrecalled_space(params["space"]))
+    return code
 
 
 def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
     """One request; a verb whose effect stops the daemon never starts one, and returns once it has gone."""
     from hivemem.client import DaemonClient, wait_stopped
+    from hivemem.protocol import MAX_FRAME, encode
 
     stops = BY_NAME[verb].effect == "stop"
+    if len(encode({"id": 0, "verb": verb, "params": params})) > MAX_FRAME:  # refused here, not as a lost daemon
+        raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
     client = DaemonClient(start=not stops)
     try:
         result = client.call(verb, **params)

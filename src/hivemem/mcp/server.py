@@ -124,7 +124,8 @@ async def serve(cwd: str) -> None:
     server.middleware = []  # the SDK's OpenTelemetry spans: hivemem exports no telemetry (D45)
     pipes = stdio.is_pipe(0) and stdio.is_pipe(1)
     try:
-        async with stdio.pipe_server() if pipes else stdio_server() as (read, write):
+        async with stdio.pipe_server() if pipes else stdio_server() as streams:
+            read, write = stdio.answering(*streams)
             await server.run(read, write, server.create_initialization_options())
     finally:
         connection.close()

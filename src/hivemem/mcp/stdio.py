@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import stat
 from collections.abc import AsyncIterator
-from typing import Self
+from typing import Any, Self
 
 import anyio
 import mcp_types as types
@@ -31,6 +32,9 @@ from mcp.shared.message import SessionMessage
 # `invalid_params.frame` rather than silence.
 LINE_LIMIT = 64 * 1024 * 1024
 FLUSH_AT_EXIT = 2.0  # seconds to wait at exit for a reader to take the last answers
+ANSWER_AT_EOF = 10.0  # seconds the requests read before stdin closed may take to be answered
+
+log = logging.getLogger("hivemem.mcp")
 
 
 def is_pipe(fd: int) -> bool:
@@ -40,7 +44,32 @@ def is_pipe(fd: int) -> bool:
         return False
 
 
-class LineReader:
+class ReadStream:
+    """What the SDK's server needs of a read stream besides `receive` and `aclose`: iteration and `async with`."""
+
+    async def receive(self) -> SessionMessage | Exception:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class LineReader(ReadStream):
     """The server's read stream: one JSON-RPC message per line, parsed as the SDK's stdio transport does."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
@@ -61,7 +90,7 @@ class LineReader:
                 break
         try:
             message = types.jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"), by_name=False)
-        except Exception as exc:  # the dispatcher logs it and reads on, as with the SDK transport
+        except Exception as exc:  # handed on, as the SDK transport does: logged by AnsweringReader, then skipped
             return exc
         return SessionMessage(message)
 
@@ -76,21 +105,6 @@ class LineReader:
                 return
 
     async def aclose(self) -> None:
-        return None
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
         return None
 
 
@@ -207,3 +221,99 @@ async def pipe_server() -> AsyncIterator[tuple[LineReader, LineWriter]]:
             with contextlib.suppress(OSError):
                 os.dup2(orig, fd)
             os.close(orig)
+
+
+class Unanswered:
+    """The ids of requests read but not yet answered, and a way to wait until there are none."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+        self._empty = anyio.Event()
+        self._empty.set()
+
+    def add(self, request_id: Any) -> None:
+        self.ids.add(request_id)
+        if self._empty.is_set():
+            self._empty = anyio.Event()
+
+    def discard(self, request_id: Any) -> None:
+        self.ids.discard(request_id)
+        if not self.ids:
+            self._empty.set()
+
+    async def answered(self) -> None:
+        with anyio.move_on_after(ANSWER_AT_EOF):
+            await self._empty.wait()
+
+
+class AnsweringReader(ReadStream):
+    """The server's read stream, wrapped: end of input waits until every request read has been answered.
+
+    The SDK's dispatcher cancels the handlers still running when its read stream ends, so a client that writes its
+    requests and closes stdin (`hivemem mcp < requests > answers`) lost the answers not yet written. A line that
+    is not a JSON-RPC message, which the dispatcher skips silently, is logged to stderr here.
+    """
+
+    def __init__(self, inner: Any, unanswered: Unanswered) -> None:
+        self._inner = inner
+        self._unanswered = unanswered
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)  # the SDK streams carry the sender's context
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item: SessionMessage | Exception = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            await self._unanswered.answered()
+            raise
+        if isinstance(item, Exception):
+            log.warning("hivemem mcp: skipped a line that is not a JSON-RPC message (%s)", reason(item))
+        elif isinstance(item.message, types.JSONRPCRequest):
+            self._unanswered.add(item.message.id)
+        elif isinstance(item.message, types.JSONRPCNotification) and item.message.method == "notifications/cancelled":
+            self._unanswered.discard((item.message.params or {}).get("requestId"))  # a cancelled one gets none
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def reason(exc: Exception) -> str:
+    """Why a line was not a message, without echoing the line (it may hold anything)."""
+    try:
+        first = exc.errors()[0]  # type: ignore[attr-defined]  # pydantic's ValidationError: its str() holds the input
+        return f"{first['msg']} at {'.'.join(map(str, first['loc'])) or 'the top level'}"[:200]
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return str(exc)[:200] or type(exc).__name__  # the transports' own errors, such as a line over the limit
+
+
+class AnsweringWriter:
+    """The server's write stream, wrapped: a response or error written marks its request answered."""
+
+    def __init__(self, inner: Any, unanswered: Unanswered) -> None:
+        self._inner = inner
+        self._unanswered = unanswered
+
+    async def send(self, item: SessionMessage, /) -> None:
+        try:
+            await self._inner.send(item)
+        finally:
+            if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
+                self._unanswered.discard(item.message.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def answering(read: Any, write: Any) -> tuple[AnsweringReader, AnsweringWriter]:
+    """Both streams wrapped so that the requests read before stdin closed are answered before the server stops."""
+    unanswered = Unanswered()
+    return AnsweringReader(read, unanswered), AnsweringWriter(write, unanswered)

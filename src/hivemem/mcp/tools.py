@@ -78,9 +78,9 @@ def prepare(verb: Verb, arguments: dict[str, Any], cwd: str, team_spaces: list[s
     for p in verb.params:
         value = params.get(p.name)
         if p.type == "string" and _is_space(p) and isinstance(value, str):
-            params[p.name] = placeholder(value, cwd)
+            params[p.name] = placeholder(value, cwd, p.name)
         elif p.type == "array" and _is_space(p) and isinstance(value, list):
-            params[p.name] = [placeholder(v, cwd) if isinstance(v, str) else v for v in value]
+            params[p.name] = [placeholder(v, cwd, p.name) if isinstance(v, str) else v for v in value]
     return fill_defaults(verb, params, cwd, team_spaces)
 
 

@@ -1,0 +1,59 @@
+"""Command groups: `hivemem memory`, `hivemem memory --help` and friends list the group's commands."""
+
+from __future__ import annotations
+
+from hivemem.cli import output
+from hivemem.errors import InvalidParams
+from hivemem.manifest import VERBS
+
+# Commands of a group that are not verbs: `config get|set` work on the file, never on the daemon.
+EXTRA = {
+    "config": {
+        "get": "Show the settings in force (the file over the defaults); --key K shows one.",
+        "set": "Validate and write one setting (owner); a running daemon reloads it.",
+    },
+}
+HELP = ("--help", "-h", "help")
+
+
+def commands(group: str) -> dict[str, str]:
+    """The group's commands and their one-line summaries, in manifest order."""
+    found = dict(EXTRA.get(group, {}))
+    for verb in VERBS:
+        prefix, _, name = verb.cli_name.rpartition(" ")
+        if prefix == group:
+            found[name] = first_sentence(verb.summary)
+    return found
+
+
+def first_sentence(summary: str) -> str:
+    head, dot, _ = summary.partition(". ")
+    return head + "." if dot else summary
+
+
+def is_group(word: str) -> bool:
+    return bool(commands(word))
+
+
+def usage(group: str) -> str:
+    return f"usage: hivemem {group} {{{','.join(commands(group))}}} [--param value ...] [--json]"
+
+
+def text(group: str) -> str:
+    listed = commands(group)
+    width = max(len(name) for name in listed)
+    lines = [usage(group), "", "commands:"]
+    lines += [f"  {name:<{width}}  {summary}" for name, summary in listed.items()]
+    lines += ["", f"`hivemem {group} <command> --help` lists a command's params."]
+    return "\n".join(lines)
+
+
+def run(group: str, args: list[str]) -> int:
+    """`hivemem GROUP` or `hivemem GROUP --help`: the list; an unknown command: a usage error naming them."""
+    if not args or args[0] in HELP:
+        output.line(text(group))
+        return 0
+    known = ", ".join(commands(group))
+    error = InvalidParams("usage", f"unknown command 'hivemem {group} {args[0]}'; {group} commands: {known}",
+                          usage=usage(group))  # fmt: skip
+    return output.error(error, "--json" in args)
