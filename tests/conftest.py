@@ -48,7 +48,9 @@ class Home:
 
     @property
     def paths(self) -> paths.Paths:
-        return paths.resolve("", os.path.join(self.env["XDG_CONFIG_HOME"], "hivemem", "config.toml"))
+        """This home's paths, for the store its config names (`store.path`) or the default one."""
+        config = os.path.join(self.env["XDG_CONFIG_HOME"], "hivemem", "config.toml")
+        return paths.resolve(_configured_store(config), config)
 
     def config(self, text: str) -> None:
         """Write config.toml (0600)."""
@@ -79,9 +81,21 @@ class Home:
 
     def client(self, token: str = "@owner", *, start: bool = True) -> DaemonClient:
         """An in-process client to this home's daemon."""
-        from hivemem.config import Config
+        from hivemem.config import Config, load
 
-        return DaemonClient(Config(path=self.paths.config), token=token, start=start)
+        try:
+            config = load(self.paths.config)
+        except HivememError:
+            config = Config(path=self.paths.config)
+        return DaemonClient(config, token=token, start=start)
+
+    def daemon_log(self) -> str:
+        """The text of logs/daemon.log ("" before the first daemon)."""
+        try:
+            with open(os.path.join(self.paths.logs, "daemon.log"), encoding="utf-8") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
 
     def daemon_pid(self) -> int | None:
         """The pid of the daemon holding this home's socket lock, if alive."""
@@ -106,6 +120,15 @@ class Home:
         wait_for(lambda: self.daemon_pid() is None, 10)
         if self.daemon_pid() is not None:
             os.kill(pid, signal.SIGKILL)
+
+
+def _configured_store(config: str) -> str:
+    from hivemem.config import load
+
+    try:
+        return str(load(config)["store.path"])
+    except HivememError:  # a test that writes a bad config on purpose still gets the default paths
+        return ""
 
 
 def _is_daemon(pid: int) -> bool:

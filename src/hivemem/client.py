@@ -8,9 +8,9 @@ import socket
 import sys
 import time
 
-from hivemem import __version__, paths
+from hivemem import __version__, paths, peer
 from hivemem.config import Config, load
-from hivemem.errors import Failed, Unavailable, from_wire
+from hivemem.errors import Failed, HivememError, Unavailable, from_wire
 from hivemem.protocol import MAX_FRAME, encode
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
@@ -147,12 +147,20 @@ def not_running() -> Unavailable:
 
 
 def try_connect(path: str) -> socket.socket | None:
+    """A connection to a daemon of this user, or None if nothing listens; refuses a socket it cannot trust."""
+    if not paths.check_socket_dir(os.path.dirname(path)):
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
     except OSError:
         sock.close()
         return None
+    try:  # before a byte, let alone a token, is sent (SPEC 5.2)
+        peer.check(sock, path)
+    except HivememError:
+        sock.close()
+        raise
     return sock
 
 
@@ -180,10 +188,16 @@ def spawn_and_connect(where: paths.Paths, budget: float) -> socket.socket:
     finally:
         os.close(read_end)
     if message != "ready":
-        error = from_wire(json.loads(message)) if message else Failed("daemon_start", "the daemon exited before ready")
+        error = from_wire(json.loads(message)) if message else _exited(where)
         if error.code != "conflict.store_locked":
             raise error
     return _connect_until(where.socket, deadline)
+
+
+def _exited(where: paths.Paths) -> Failed:
+    log = os.path.join(where.logs, "daemon.log")
+    return Failed("daemon_start", "the daemon exited before it was ready, without saying why", cause="other",
+                  path=log, fix=f"see {log}, or run `hivemem serve` to see the error")  # fmt: skip
 
 
 def _read_readiness(fd: int, deadline: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from hivemem.errors import Denied
+from hivemem.errors import Denied, Failed
 
 SOCKET_MAX = 100
 
@@ -88,17 +88,65 @@ def check_not_link(path: str, *, directory: bool = False) -> bool:
 
 
 def ensure_dir(path: str) -> str:
-    """Create `path` (and missing parents) 0700; refuse links and foreign owners."""
+    """Create `path` (and missing parents) 0700; an existing one is checked, never chmodded (SPEC 6.1)."""
     if not check_not_link(path, directory=True):
-        parent = os.path.dirname(path)
-        if parent and parent != path and not os.path.exists(parent):
-            ensure_dir(parent)
-        try:  # noqa: SIM105 - contextlib would cost an import on the warm path
-            os.mkdir(path, 0o700)
-        except FileExistsError:  # another process made it first; the check below still applies
-            pass
+        _make_dir(path)
         check_not_link(path, directory=True)
+    if os.lstat(path).st_mode & 0o022:
+        raise Denied("path", f"{path} is writable by other users; hivemem refuses it", path=path,
+                     fix=f"chmod go-w {path}")  # fmt: skip
+    return path
+
+
+def _make_dir(path: str) -> None:
+    """mkdir 0700 (parents first); only a directory made here is chmodded, against an odd umask."""
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.exists(parent):
+        ensure_dir(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:  # another process made it first: the caller's checks apply to it as found
+        return
     os.chmod(path, 0o700)
+
+
+def check_socket_dir(path: str) -> bool:
+    """The socket directory must be ours, a real directory, mode 0700 (SPEC 5.2); True if it exists."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    problem = _socket_dir_problem(st)
+    if problem:
+        raise Failed("socket_dir", f"{path} {problem}; hivemem will not use it", path=path,
+                     fix=_socket_dir_fix(path, st))  # fmt: skip
+    return True
+
+
+def _socket_dir_problem(st: os.stat_result) -> str:
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not by you (uid {os.getuid()})"
+    if st.st_mode & 0o077:
+        return f"has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    return ""
+
+
+def _socket_dir_fix(path: str, st: os.stat_result) -> str:
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+        return f"chmod 700 {path}"
+    return (f"someone else made {path}: set XDG_RUNTIME_DIR to a directory only you can write "
+            f"(such as /run/user/{os.getuid()}), or have an administrator remove {path}")  # fmt: skip
+
+
+def ensure_socket_dir(path: str) -> str:
+    """Create the socket directory 0700, or refuse one that is not safely ours (failed.socket_dir)."""
+    if not check_socket_dir(path):
+        _make_dir(path)
+        check_socket_dir(path)
     return path
 
 

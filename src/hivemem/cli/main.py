@@ -64,7 +64,10 @@ def stop_daemon(verb: Verb, args: list[str]) -> int:
     from hivemem.client import DaemonClient, try_connect
 
     json_mode = "--json" in args
-    probe = try_connect(DaemonClient(start=False).paths.socket)
+    try:
+        probe = try_connect(DaemonClient(start=False).paths.socket)
+    except HivememError as exc:  # an unsafe socket directory or a foreign listener (SPEC 5.2)
+        return output.error(exc, json_mode)
     if probe is None:
         return output.result(verb.name, {"stopping": False}, json_mode)
     probe.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -20,30 +22,68 @@ class Locks:
     """The socket lock and the store lock, held for the daemon's life."""
 
     fds: tuple[int, ...]
+    socket_lock: str = ""
 
     def release(self) -> None:
+        """Remove the socket lock file while still holding it (SPEC 6.1), then let go of both."""
+        if self.socket_lock and self.fds:
+            with contextlib.suppress(OSError):
+                if _names(self.socket_lock, self.fds[0]):
+                    os.unlink(self.socket_lock)
         for fd in self.fds:
             os.close(fd)
 
 
 def prepare(where: paths.Paths) -> None:
-    """Create every directory 0700 and refuse symlinked or foreign files."""
+    """Create every directory 0700 (the log's first) and refuse unsafe, symlinked or foreign ones."""
     os.umask(0o077)
-    for directory in (where.data_dir, os.path.dirname(where.socket), where.logs):
-        paths.ensure_dir(directory)
+    paths.ensure_dir(where.logs)
+    paths.ensure_dir(where.data_dir)
+    paths.ensure_socket_dir(os.path.dirname(where.socket))
     for path in (where.store, where.owner_key, where.store + "-wal", where.store_lock, where.socket_lock):
         paths.check_not_link(path)
 
 
-def _flock(path: str) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+def _open_lock(path: str) -> int | None:
+    """The lock file, opened; None on a read-only file system without one, where no writer can exist."""
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+        return os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.EROFS:
+            raise
+    try:
+        return os.open(path, os.O_RDONLY | flags)  # flock needs no write access
+    except FileNotFoundError:
         return None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+
+
+def _names(path: str, fd: int) -> bool:
+    """Whether `path` still names the file open on `fd`."""
+    try:
+        st, held = os.lstat(path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _flock(path: str) -> int | None:
+    """The fd of the lock at `path`, held; None while another process holds it; -1 if there is none to take."""
+    while True:
+        fd = _open_lock(path)
+        if fd is None:
+            return -1
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        if _names(path, fd):
+            break
+        os.close(fd)  # its holder removed it at a clean stop: take the file the path names now
+    with contextlib.suppress(OSError):  # the pid is for people and tests; a full disk must not stop a start
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
     return fd
 
 
@@ -54,11 +94,12 @@ def acquire(where: paths.Paths, wait_until: float | None) -> Locks:
         while (fd := _flock(path)) is None:
             serving = _socket_alive(where.socket)
             if wait_until is None or serving or time.monotonic() > wait_until:
-                Locks(tuple(held)).release()
+                Locks(tuple(held), where.socket_lock).release()
                 raise Conflict("store_locked", f"another hivemem daemon holds {path}", path=path)
             time.sleep(0.02)
-        held.append(fd)
-    return Locks(tuple(held))
+        if fd >= 0:
+            held.append(fd)
+    return Locks(tuple(held), where.socket_lock)
 
 
 def _socket_alive(path: str) -> bool:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import socket
 import time
+
+import apsw
 
 from hivemem import config as config_mod
 from hivemem import paths
-from hivemem.daemon import lifecycle
+from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
-from hivemem.errors import HivememError
-from hivemem.store import memories, open_store
+from hivemem.errors import Failed, HivememError
+from hivemem.store import Store, memories, open_store
 from hivemem.store.clients import ensure_owner_key
 from hivemem.store.limits import Limits
 
@@ -44,35 +49,53 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
         os.setsid()  # its own session, as SPEC 6.1 says, not the starter's
     os.umask(0o077)
     os.chdir("/")
+    where: paths.Paths | None = None
+    log = lifecycle.Log(paths.resolve())  # the log's place does not depend on the config
     try:
         config = config_mod.load()
         where = paths.resolve(config["store.path"], config.path)
-        lifecycle.prepare(where)
-        budget = config["daemon.startup_timeout_ms"] / 1000
-        locks = lifecycle.acquire(where, time.monotonic() + budget if on_demand else None)
-    except HivememError as exc:
-        lifecycle.report(ready_fd, exc)
-        if ready_fd is None:
-            raise
-        return exc.exit_code
-    log = lifecycle.Log(where)
-    try:
-        store = open_store(where.store, limits_from(config))
-        memories.remove_tombstones(store.conn, store.limits.tombstone_days)
-        owner_key = ensure_owner_key(where.owner_key)
-        sock = lifecycle.bind(where.socket)
-    except HivememError as exc:
-        log.write(f"start failed: {exc.code}: {exc.message}")
-        lifecycle.report(ready_fd, exc)
-        locks.release()
-        if ready_fd is None:
-            raise
-        return exc.exit_code
-    log.write(f"serving {where.store} on {where.socket}")
+        started = start(where, config, on_demand=on_demand)
+    except START_ERRORS as exc:
+        return _failed(startup.explain(exc, where), ready_fd, log)
+    locks, store, owner_key, sock = started
+    log.write(f"serving {where.store}{' read-only' if store.readonly else ''} on {where.socket}")
     lifecycle.report(ready_fd)
+    server = Server(store, config, owner_key, log, reload=reload)
     try:
-        run(Server(store, config, owner_key, log, reload=reload), sock, where.socket)
+        run(server, sock, where.socket)
     finally:
         locks.release()
         log.write("stopped")
-    return 0
+    return server.exit_code
+
+
+START_ERRORS = (HivememError, OSError, apsw.Error)
+Started = tuple[lifecycle.Locks, Store, str, socket.socket]
+
+
+def start(where: paths.Paths, config: config_mod.Config, *, on_demand: bool) -> Started:
+    """Directories, locks, store (read-only if it cannot be written), owner key and socket, or raise."""
+    lifecycle.prepare(where)
+    budget = config["daemon.startup_timeout_ms"] / 1000
+    locks = lifecycle.acquire(where, time.monotonic() + budget if on_demand else None)
+    store: Store | None = None
+    try:
+        store = open_store(where.store, limits_from(config), read_only_ok=True)
+        if not store.readonly:
+            with contextlib.suppress(Failed):  # a full disk must not keep reads away; the next start retries
+                memories.remove_tombstones(store.conn, store.limits.tombstone_days)
+        return locks, store, ensure_owner_key(where.owner_key), lifecycle.bind(where.socket)
+    except BaseException:
+        if store is not None:
+            store.close()
+        locks.release()
+        raise
+
+
+def _failed(error: HivememError, ready_fd: int | None, log: lifecycle.Log) -> int:
+    """Report a failed start on the pipe and in the log (SPEC 6.1); by hand, raise it for the CLI to print."""
+    log.write(f"start failed: {json.dumps(error.to_wire(), ensure_ascii=False)}")
+    lifecycle.report(ready_fd, error)
+    if ready_fd is None:
+        raise error
+    return error.exit_code

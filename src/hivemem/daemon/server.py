@@ -14,7 +14,7 @@ from typing import Any
 
 import apsw
 
-from hivemem import __version__, ops
+from hivemem import __version__, ops, peer
 from hivemem.config import Config
 from hivemem.daemon.lifecycle import Log, idle_seconds
 from hivemem.errors import Failed, HivememError, InvalidParams
@@ -22,7 +22,7 @@ from hivemem.manifest import Verb
 from hivemem.protocol import MAX_FRAME, PROTOCOL, decode_request, encode, reply
 from hivemem.store import Store, memories, open_reader
 from hivemem.store.clients import Principal, authenticate
-from hivemem.store.db import scalar
+from hivemem.store.db import keep_files_on_close, scalar
 from hivemem.store.limits import Limits
 
 READERS = 4
@@ -52,6 +52,8 @@ class Server:
         self._writers: set[asyncio.StreamWriter] = set()
         self._reload = reload
         self._new_events: asyncio.Event | None = None
+        self.exit_code = 0
+        self.moved = False
 
     def reader_store(self) -> Store:
         store: Store | None = getattr(self._local, "store", None)
@@ -67,14 +69,17 @@ class Server:
         self._new_events = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop, f"signal {sig.name}")
-        # asyncio's limit bounds the bytes before the newline: a line of MAX_FRAME + 1 bytes must be refused.
-        server = await asyncio.start_unix_server(self.handle, sock=sock, limit=MAX_FRAME)
+        server = await loop.create_unix_server(self._protocol, sock=sock)
         self._arm_idle()
         daily = loop.call_later(DAY, self._daily)
         await self.stopping.wait()
         daily.cancel()
         server.close()
         await self._drain()
+
+    def _protocol(self) -> asyncio.Protocol:
+        # asyncio's limit bounds the bytes before the newline: a line of MAX_FRAME + 1 bytes must be refused.
+        return PeerChecked(asyncio.StreamReader(limit=MAX_FRAME), self.handle, self.log)
 
     def stop(self, reason: str) -> None:
         if self.stopping is not None and not self.stopping.is_set():
@@ -98,7 +103,8 @@ class Server:
             self._idle = asyncio.get_running_loop().call_later(idle_seconds(self.config), self.stop, "idle")
 
     def _daily(self) -> None:
-        self.writer.submit(memories.remove_tombstones, self.store.conn, self.store.limits.tombstone_days)
+        if not self.store.readonly:
+            self.writer.submit(memories.remove_tombstones, self.store.conn, self.store.limits.tombstone_days)
         asyncio.get_running_loop().call_later(DAY, self._daily)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -164,11 +170,10 @@ class Server:
         if state["principal"] is None:
             raise InvalidParams("protocol", "say hello first")
         who: Principal = state["principal"]
+        if self.store.readonly and isinstance(params, dict):  # a read-only store still answers searches
+            params = {**params, **{p.name: False for p in ops.verb_for(verb).params if p.writes and p.name in params}}
         if ops.needs_writer(verb, params):
-            try:
-                result = await loop.run_in_executor(self.writer, ops.dispatch, self.store, who, verb, params)
-            finally:
-                self._announce()
+            result = await self._write(who, verb, params)
         else:
             result = await loop.run_in_executor(self.readers, self._read, who, verb, params)
         traits = ops.verb_for(verb)  # known: it was dispatched
@@ -184,6 +189,25 @@ class Server:
             self._apply_reload()
         elif verb.effect == "stop":
             asyncio.get_running_loop().call_soon(self.stop, f"{verb.name} by {who.id}")
+
+    async def _write(self, who: Principal, verb: str, params: Any) -> dict[str, Any]:
+        """A write on the single writer; a read-only store refuses it in the store's own terms."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.writer, ops.dispatch, self.store, who, verb, params)
+        except Failed as exc:
+            if exc.code == "failed.store_moved":
+                self._moved(exc)
+            raise
+        finally:
+            self._announce()
+
+    def _moved(self, error: Failed) -> None:
+        """The store file was deleted or replaced (SPEC 6.1): log it and stop; nothing more is written."""
+        if not self.moved:
+            self.moved, self.exit_code = True, error.exit_code
+            self.log.write(f"{error.code}: {error.message}")
+            asyncio.get_running_loop().call_soon(self.stop, "the store file moved")
 
     def _announce(self) -> None:
         """Wake every following connection: something may have been committed."""
@@ -259,8 +283,26 @@ class Server:
         for store in self._reader_stores:
             store.close()
         with contextlib.suppress(apsw.Error):
+            if self.moved:
+                keep_files_on_close(self.store.conn)
             self.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         self.store.close()
+
+
+class PeerChecked(asyncio.StreamReaderProtocol):
+    """Streams for connections from this user only: another uid is closed before a byte is read (SPEC 5.2)."""
+
+    def __init__(self, reader: asyncio.StreamReader, handle: Any, log: Log) -> None:
+        super().__init__(reader, handle)
+        self._log = log
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None and peer.is_own(sock):
+            super().connection_made(transport)
+            return
+        self._log.write(f"refused a connection from uid {peer.uid(sock) if sock is not None else None}")
+        transport.close()  # the transport has not started reading: closing it now reads nothing
 
 
 def run(server: Server, sock: socket.socket, socket_path: str) -> None:

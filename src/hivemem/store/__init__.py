@@ -6,7 +6,8 @@ import os
 
 import apsw
 
-from hivemem.store.db import connect
+from hivemem.store import schema
+from hivemem.store.db import connect, read_only
 from hivemem.store.limits import Limits
 from hivemem.store.migrations import check_header, open_and_migrate
 
@@ -32,8 +33,12 @@ class Store:
         self.conn.close()
 
 
-def open_store(path: str, limits: Limits | None = None) -> Store:
-    """Open (creating or migrating) the store at `path` for writing."""
+def open_store(path: str, limits: Limits | None = None, *, read_only_ok: bool = False) -> Store:
+    """Open (creating or migrating) the store at `path` for writing; with read_only_ok, a read-only file for reading."""
+    if read_only_ok and os.path.exists(path) and not os.access(path, os.W_OK):
+        if check_header(path) != schema.VERSION:
+            raise read_only()  # it needs creating or migrating, which a read-only file cannot take
+        return open_reader(path, limits)
     backups = os.path.join(os.path.dirname(path), "backups")
     return Store(open_and_migrate(path, backups), path, limits or Limits())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,26 +17,78 @@ REQUIRED = {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "secure_
 Row = tuple[Any, ...]
 
 
-def connect(path: str, *, readonly: bool = False, page_size: int | None = None) -> apsw.Connection:
+class Connection(apsw.Connection):
+    """A connection that remembers which file (device, inode) it opened for writing."""
+
+    identity: tuple[int, int] | None = None
+
+
+def connect(path: str, *, readonly: bool = False, page_size: int | None = None) -> Connection:
     """Open `path` with WAL, synchronous=FULL, foreign keys, secure delete and a busy timeout."""
     flags = apsw.SQLITE_OPEN_NOFOLLOW
     flags |= apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    frozen = readonly and _frozen(path)
+    if frozen:
+        flags |= apsw.SQLITE_OPEN_URI
     try:
-        conn = apsw.Connection(path, flags=flags)
+        conn = Connection(_immutable_uri(path) if frozen else path, flags=flags)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         if page_size is not None:  # only a new, empty file takes it; it must come before WAL
             conn.execute(f"PRAGMA page_size = {int(page_size)}")
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            conn.identity = identity(path)
         conn.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON")
-        _check_settings(conn)
+        _check_settings(conn, skip=("journal_mode",) if frozen else ())
     except apsw.Error as exc:
         raise translate(exc) from None
     return conn
 
 
-def _check_settings(conn: apsw.Connection) -> None:
+def _frozen(path: str) -> bool:
+    """A store on a read-only file system with no WAL: nothing can change it, and SQLite cannot make a -shm."""
+    directory = os.path.dirname(path) or "."
+    return bool(os.statvfs(directory).f_flag & os.ST_RDONLY) and not os.path.exists(path + "-wal")
+
+
+def _immutable_uri(path: str) -> str:
+    from urllib.parse import quote
+
+    return f"file:{quote(path)}?immutable=1"
+
+
+def identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, None if nothing is there."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_identity(conn: apsw.Connection) -> None:
+    """Refuse to write when the store path no longer names the file this connection opened (SPEC 6.1)."""
+    opened = getattr(conn, "identity", None)
+    if opened is None or identity(conn.filename) == opened:
+        return
+    message = f"{conn.filename} was deleted or replaced while the daemon ran; nothing was written"
+    fix = "the daemon stops; the next call starts one on the file now at that path"
+    raise Failed("store_moved", message, path=conn.filename, fix=fix)
+
+
+def keep_files_on_close(conn: apsw.Connection) -> None:
+    """Close without unlinking the -wal and -shm names, which may belong to the file now at the path."""
+    import ctypes
+
+    persist = ctypes.c_int(1)
+    conn.file_control("main", apsw.SQLITE_FCNTL_PERSIST_WAL, ctypes.addressof(persist))
+    conn.execute("PRAGMA journal_size_limit = 0").fetchall()  # so the WAL this connection holds is emptied
+
+
+def _check_settings(conn: apsw.Connection, skip: tuple[str, ...] = ()) -> None:
     for name, want in REQUIRED.items():
+        if name in skip:
+            continue
         got = conn.execute(f"PRAGMA {name}").fetchall()[0][0]
         if got != want:
             raise Failed("store", f"connection setting {name} is {got!r}, expected {want!r}", setting=name)
@@ -47,7 +100,17 @@ def translate(exc: BaseException) -> HivememError:
         return exc
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return Unavailable("store_busy", "the store is busy; another writer holds it", fix="retry")
+    if isinstance(exc, apsw.FullError):
+        return Failed("disk_full", "the disk holding the store is full; this change was not written",
+                      fix="free space on the file system that holds the store")  # fmt: skip
+    if isinstance(exc, apsw.ReadOnlyError):
+        return read_only()
     return Failed("store", f"store error: {exc}")
+
+
+def read_only() -> Unavailable:
+    return Unavailable("read_only", "the store is read-only: reads work, writes do not",
+                       fix="make the store file and its file system writable, then `hivemem stop`")  # fmt: skip
 
 
 def all_rows(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> list[Row]:
@@ -68,7 +131,8 @@ def scalar(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Any:
 
 @contextmanager
 def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
-    """One BEGIN IMMEDIATE transaction: commit on success, roll back on any error."""
+    """One BEGIN IMMEDIATE transaction on the file the store path names: commit on success, else roll back."""
+    check_identity(conn)
     try:
         conn.execute("BEGIN IMMEDIATE")
     except apsw.Error as exc:
@@ -76,7 +140,8 @@ def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     try:
         yield conn
     except BaseException as exc:
-        conn.execute("ROLLBACK")
+        if not conn.getautocommit():  # SQLite may already have rolled back (a full disk, for one)
+            conn.execute("ROLLBACK")
         if isinstance(exc, apsw.Error):
             raise translate(exc) from None
         raise

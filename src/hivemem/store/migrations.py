@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import uuid
@@ -87,7 +88,8 @@ def open_and_migrate(path: str, backups: str) -> apsw.Connection:
             conn.close()
             raise Failed("store_migration", f"migration to schema {target} failed: {exc}", version=target) from None
         version = target
-    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+    with contextlib.suppress(apsw.FullError):  # a full disk: the WAL stays, reads still see it
+        conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
     found = scalar(conn, "PRAGMA user_version")
     if found != schema.VERSION:
         conn.close()
