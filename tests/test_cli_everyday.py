@@ -10,7 +10,6 @@ import pytest
 
 from conftest import Home, fails
 from hivemem.cli import groups
-from hivemem.cli.parser import command_name
 from hivemem.manifest import VERBS
 
 GROUPS = ("memory", "space", "store", "session", "client", "events", "config")
@@ -22,7 +21,7 @@ def listed_commands(text: str) -> list[str]:
 
 @pytest.mark.parametrize("group", GROUPS[:-2])
 def test_every_group_lists_its_commands_one_line_each(home: Home, group: str) -> None:
-    expected = [command_name(v)[1] for v in VERBS if command_name(v)[0] == group]
+    expected = [v.cli_name.rpartition(" ")[2] for v in VERBS if v.cli_name.rpartition(" ")[0] == group]
     for args in ((group,), (group, "--help"), (group, "-h")):
         result = home.cli(*args)
         assert (result.code, result.err) == (0, ""), (args, result)
@@ -63,7 +62,7 @@ def test_help_says_which_flags_read_stdin_or_a_file(home: Home) -> None:
 def test_no_help_text_cites_the_specification(home: Home) -> None:
     texts = [home.cli("--help").out, home.cli("skill").out, home.cli("setup", "codex").out]
     texts += [home.cli(g, "--help").out for g in GROUPS]
-    texts += [home.cli(*filter(None, command_name(v)), "--help").out for v in VERBS if v.name != "whoami"]
+    texts += [home.cli(*v.cli_name.split(), "--help").out for v in VERBS if v.name != "whoami"]
     for text in texts:
         assert text and "SPEC" not in text, text[:200]
 

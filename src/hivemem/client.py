@@ -89,14 +89,18 @@ class DaemonClient:
         result: dict[str, Any] = message["ok"]
         return result
 
-    def stream(self, verb: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """Send a streaming request (events.follow) and yield each `event` object that follows."""
+    def stream(self, verb: str, params: dict[str, Any], key: str) -> Iterator[dict[str, Any]]:
+        """Send a request of a verb with the `stream` trait (`key` is the trait: `event` for events.follow) and
+        yield each `{key: object}` that follows; an `{"error": ...}` line raises it. The daemon closes the
+        connection when a stream ends, which `receive` reports as `unavailable.daemon_gone`."""
         self.connect()
         self.request(verb, params)
         while True:
             message = self.receive()
-            if "event" in message:
-                yield message["event"]
+            if key in message:
+                yield message[key]
+            elif "error" in message:
+                raise from_wire(message["error"])
 
     def send(self, message: dict[str, Any]) -> None:
         assert self._sock is not None

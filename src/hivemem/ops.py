@@ -21,6 +21,27 @@ Handler = Callable[[Store, Principal, dict[str, Any]], dict[str, Any]]
 FIX = "hivemem whoami --json  # set HIVEMEM_TOKEN to a client token with this right, or @owner"
 
 
+class Stream(dict[str, Any]):
+    """The reply of a verb with the `stream` trait, carrying what follows it on the connection.
+
+    `poll(store)` returns the next objects, oldest first, each sent as one `{verb.stream: object}` line; `[]`
+    means nothing for now. A `live` stream (events.follow) then waits for the next commit and polls again; any
+    other stream (a future export) ends there. The daemon runs `poll` on a reader, never on the writer.
+    """
+
+    __slots__ = ("live", "poll")
+
+    def __init__(self, ok: dict[str, Any], poll: Callable[[Store], list[dict[str, Any]]], *, live: bool) -> None:
+        super().__init__(ok)
+        self.poll, self.live = poll, live
+
+
+def poll(store: Store, principal: Principal, stream: Stream) -> list[dict[str, Any]]:
+    """A stream's next objects; a client removed or expired since is cut off, as between requests."""
+    client_store.recheck(store.conn, principal)
+    return stream.poll(store)
+
+
 def verb_for(name: Any) -> Verb:
     verb = BY_NAME.get(name) if isinstance(name, str) else None
     if verb is None:
@@ -30,10 +51,8 @@ def verb_for(name: Any) -> Verb:
 
 def needs_writer(name: str, params: Any) -> bool:
     """Whether a request must run on the single writer connection."""
-    verb = BY_NAME.get(name)
-    if verb is None:
-        return False
-    return verb.writes or (name == "memory.search" and isinstance(params, dict) and params.get("record_usage") is True)
+    verb = BY_NAME.get(name) if isinstance(name, str) else None
+    return verb is not None and verb.writes_with(params)
 
 
 def dispatch(store: Store, principal: Principal, name: str, params: Any) -> dict[str, Any]:
@@ -297,18 +316,21 @@ def events_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[s
     return {"events": [audit.shown(e) for e in page], "next": page[-1]["id"] if len(found) > p["limit"] else None}
 
 
-def events_follow(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    _event_filter(principal, p)
+def events_follow(store: Store, principal: Principal, p: dict[str, Any]) -> Stream:
+    keep, filters = _event_filter(principal, p)
     after = p.get("after")
     if after is None:
         after = int(scalar(store.conn, "SELECT COALESCE(MAX(id), 0) FROM events"))
-    return {"following": True, "after": after}
+    cursor = [after]
 
+    def poll(reader: Store) -> list[dict[str, Any]]:
+        """New readable events after the last one sent, oldest first."""
+        found = audit.list_events(reader.conn, keep, after=cursor[0], limit=1000, **filters)
+        if found:
+            cursor[0] = max(e["id"] for e in found)
+        return [audit.shown(e) for e in found]
 
-def events_since(store: Store, principal: Principal, params: dict[str, Any], after: int) -> list[dict[str, Any]]:
-    """New readable events after `after`, oldest first (for a following connection)."""
-    keep, filters = _event_filter(principal, params)
-    return [audit.shown(e) for e in audit.list_events(store.conn, keep, after=after, limit=1000, **filters)]
+    return Stream({"following": True, "after": after}, poll, live=True)
 
 
 def config_reload(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,10 @@ from hivemem.paths import never_a_project
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from hivemem.manifest import Verb
 
 PROJECT = re.compile(r"project/[a-z0-9][a-z0-9._-]*")  # what `@project` can resolve to
 
@@ -83,3 +86,17 @@ def read_path(cwd: str | None = None, team_spaces: Iterable[str] = ()) -> list[s
 def on_read_path(space: str, team_spaces: Iterable[str] = ()) -> bool:
     """Whether some fixed read path holds `space`: `user`, a team space, or `project/<name>` of some directory."""
     return space == "user" or space in team_spaces or PROJECT.fullmatch(space) is not None
+
+
+DEFAULTS: dict[str, Callable[[str | None, Iterable[str]], Any]] = {"read_path": read_path}
+
+
+def fill_defaults(verb: Verb, params: dict[str, Any], cwd: str | None, team_spaces: Iterable[str]) -> dict[str, Any]:
+    """`params` with every absent param that has a `client_default` filled in (SPEC 3: recall's `spaces` is the
+    fixed read path), as every client does before sending; the daemon still requires them."""
+    for p in verb.params:
+        if p.client_default and p.name not in params:
+            params[p.name] = DEFAULTS[p.client_default](cwd, team_spaces)
+            if verb.param("fixed_path") is not None:  # the daemon skips unreadable spaces of the path it filled
+                params["fixed_path"] = True
+    return params

@@ -7,7 +7,7 @@ from hivemem.cli.params import collect
 from hivemem.cli.parser import Parser, verb_parser
 from hivemem.cli.verbs import call
 from hivemem.errors import HivememError
-from hivemem.manifest import BY_NAME
+from hivemem.manifest import BY_NAME, Verb
 
 
 def run(args: list[str]) -> int:
@@ -22,7 +22,7 @@ def run(args: list[str]) -> int:
         json_mode = ns.pop("json")
         params = collect(verb, ns)
         if follow:
-            return _follow(params, json_mode)
+            return _follow(verb, params, json_mode)
         events = call("events.list", params)["events"]
     except HivememError as exc:
         return output.error(exc, json_mode)
@@ -38,12 +38,12 @@ def follow(args: list[str]) -> int:
     return run(["--follow", *args])
 
 
-def _follow(params: dict[str, object], json_mode: bool) -> int:
+def _follow(verb: Verb, params: dict[str, object], json_mode: bool) -> int:
     from hivemem.client import DaemonClient
 
     client = DaemonClient()
     try:
-        for event in client.stream("events.follow", params):
+        for event in client.stream(verb.name, params, verb.stream):
             output.event(event, json_mode)
     except KeyboardInterrupt:
         return 0

@@ -20,9 +20,9 @@ def commands(group: str) -> dict[str, str]:
     """The group's commands and their one-line summaries, in manifest order."""
     found = dict(EXTRA.get(group, {}))
     for verb in VERBS:
-        prefix, _, name = verb.name.rpartition(".")
+        prefix, _, name = verb.cli_name.rpartition(" ")
         if prefix == group:
-            found[name.replace("_", "-")] = first_sentence(verb.summary)
+            found[name] = first_sentence(verb.summary)
     return found
 
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 from hivemem import __version__
 from hivemem.cli import output
-from hivemem.cli.parser import Parser, command_name, find_verb, verb_parser
+from hivemem.cli.parser import Parser, find_verb, verb_parser
 from hivemem.cli.verbs import run_verb
 from hivemem.errors import HivememError, InvalidParams
-from hivemem.manifest import VERBS
+from hivemem.manifest import VERBS, Verb
 
 TOP = {
     "serve": "Run the daemon in the foreground.",
@@ -59,7 +59,8 @@ def _serve(args: list[str]) -> int:
         return output.error(exc, False)
 
 
-def _stop(args: list[str]) -> int:
+def stop_daemon(verb: Verb, args: list[str]) -> int:
+    """A verb whose effect stops the daemon: with no daemon running there is nothing to stop, and that is fine."""
     from hivemem.client import DaemonClient, try_connect
 
     json_mode = "--json" in args
@@ -68,9 +69,9 @@ def _stop(args: list[str]) -> int:
     except HivememError as exc:  # an unsafe socket directory or a foreign listener (SPEC 5.2)
         return output.error(exc, json_mode)
     if probe is None:
-        return output.result("daemon.stop", {"stopping": False}, json_mode)
+        return output.result(verb.name, {"stopping": False}, json_mode)
     probe.close()
-    return run_verb(next(v for v in VERBS if v.name == "daemon.stop"), args)
+    return run_verb(verb, args)
 
 
 def _ping(args: list[str]) -> int:
@@ -99,7 +100,7 @@ def _doctor(args: list[str]) -> int:
 
 
 def _help(args: list[str]) -> int:
-    output.help_text(__version__, TOP, [(" ".join(command_name(v)).strip(), v.summary) for v in VERBS])
+    output.help_text(__version__, TOP, [(v.cli_name, v.summary) for v in VERBS])
     return 0
 
 
@@ -169,17 +170,14 @@ TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "stop":
-        return _stop(args[1:])
     verb, rest = find_verb(args)
     if verb is not None:
         if "-h" in rest or "--help" in rest:
-            group, name = command_name(verb)
-            output.line(verb_parser(verb, f"hivemem {group} {name}".strip()).format_help())
+            output.line(verb_parser(verb, f"hivemem {verb.cli_name}").format_help())
             return 0
-        if verb.name == "events.follow":  # a stream, not one result: cli/events.py prints it as it comes
+        if verb.stream:  # a stream, not one result: cli/events.py prints it as it comes
             from hivemem.cli import events
 
             return events.follow(rest)
-        return run_verb(verb, rest)
+        return stop_daemon(verb, rest) if verb.effect == "stop" else run_verb(verb, rest)
     return top_level(args)

@@ -74,8 +74,8 @@ def _write(stream: Any, text: str) -> None:
 
 
 def human(verb: str, ok: dict[str, Any]) -> str:
-    if verb == "memory.recall":
-        return str(ok["text"])  # the envelope is already text for its reader
+    if isinstance(ok.get("text"), str):
+        return str(ok["text"])  # a rendered envelope (memory.recall) is already text for its reader
     if verb == "doctor":
         return _doctor(ok["checks"])
     for key, (header, render) in TABLES.items():
@@ -93,7 +93,7 @@ def human(verb: str, ok: dict[str, Any]) -> str:
 
 def _footer(verb: str, ok: dict[str, Any]) -> list[str]:
     lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
-    if verb == "memory.history" and ok.get("versions"):
+    if ok.get("versions"):  # memory.history
         lines.append("A version's text: hivemem memory get --id ID --revision N")
     return lines
 
@@ -163,9 +163,7 @@ def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -
     lines = [f"hivemem {version}: a shared, local-first memory store for AI agents", "",
              "usage: hivemem <group> <verb> [--param value ...] [--json]", "", "commands:"]  # fmt: skip
     width = max(len(n) for n, _ in [*top.items(), *verbs])
-    commands = dict(verbs)
-    commands.pop("daemon stop", None)  # shown as `stop`
-    commands = {**top, **{n: s for n, s in commands.items() if n not in top}}
+    commands = {**top, **{n: s for n, s in verbs if n not in top}}
     lines += [f"  {n:<{width}}  {s}" for n, s in commands.items()]
     lines += [
         "",

@@ -25,19 +25,12 @@ class Parser(argparse.ArgumentParser):
         raise InvalidParams("usage", message, usage=self.format_usage().strip())
 
 
-def command_name(verb: Verb) -> tuple[str, str]:
-    group, _, name = verb.name.rpartition(".")
-    return group, name.replace("_", "-")
-
-
 def find_verb(argv: list[str]) -> tuple[Verb | None, list[str]]:
-    """The verb `argv` names (`memory add`, `whoami`, `stop`) and the remaining args."""
-    if argv and argv[0] in ("whoami", "stop"):
-        return next(v for v in VERBS if v.name == {"whoami": "whoami", "stop": "daemon.stop"}[argv[0]]), argv[1:]
+    """The verb whose `cli_name` `argv` starts with (`memory add`, `whoami`, `stop`) and the remaining args."""
     for verb in VERBS:
-        group, name = command_name(verb)
-        if group and argv[:2] == [group, name]:
-            return verb, argv[2:]
+        words = verb.cli_name.split()
+        if argv[: len(words)] == words:
+            return verb, argv[len(words) :]
     return None, argv
 
 

@@ -71,12 +71,22 @@ ERROR_CODES = (
 
 
 def command(verb: Verb) -> str:
-    if verb.name == "whoami":
-        return "hivemem whoami"
-    if verb.name == "daemon.stop":
-        return "hivemem stop"
-    group, _, name = verb.name.rpartition(".")
-    return f"hivemem {group} {name.replace('_', '-')}"
+    return f"hivemem {verb.cli_name}"
+
+
+EFFECT_WORDS = {"stop": "then the daemon stops", "reload": "then the daemon re-reads its config file"}
+
+
+def traits(verb: Verb) -> list[str]:
+    """The verb's behaviour traits, in words."""
+    said = ["writes"] if verb.writes else [f"writes with `{p.name}`" for p in verb.params if p.writes]
+    said += [f'then streams `{{"{verb.stream}": ...}}` lines'] if verb.stream else []
+    said += [EFFECT_WORDS[verb.effect]] if verb.effect else []
+    said += ["returns memory text (untrusted data)"] if verb.returns_memory_text else []
+    said += [name for name in ("destructive", "idempotent") if getattr(verb, name)]
+    said += [f"clients default `{p.name}` to the {p.client_default.replace('_', ' ')}" for p in verb.params
+             if p.client_default]  # fmt: skip
+    return said
 
 
 def bounds(p: Param) -> str:
@@ -101,6 +111,8 @@ def _n(x: float | None) -> str:
 def verb_section(verb: Verb) -> list[str]:
     lines = [f"## `{verb.name}`", "", verb.summary, ""]
     lines.append(f"- right: `{verb.right}`; MCP: {'yes' if verb.mcp else 'no'}; CLI: `{command(verb)}`")
+    if traits(verb):
+        lines.append(f"- behaviour: {'; '.join(traits(verb))}")
     lines.append(f"- result: `{verb.result}`")
     if verb.errors:
         lines.append("- errors: " + ", ".join(f"`{e}`" for e in verb.errors))

@@ -18,6 +18,7 @@ from hivemem import __version__, ops, peer, protocol
 from hivemem.config import Config
 from hivemem.daemon.lifecycle import Log, idle_seconds
 from hivemem.errors import Failed, HivememError, InvalidParams
+from hivemem.manifest import Verb
 from hivemem.protocol import MAX_FRAME, PROTOCOL, TooDeep, check_depth, decode, encode, reply, verb_and_params
 from hivemem.store import Store, memories, open_reader
 from hivemem.store.clients import Principal, authenticate
@@ -138,8 +139,8 @@ class Server:
                 continue
             writer.write(encode(await self.request(state, line)))
             await writer.drain()
-            if state.get("follow") is not None:
-                await self._stream(reader, writer, state)
+            if state.get("stream") is not None:
+                await self._stream(reader, writer, state["principal"], *state["stream"])
                 return
 
     async def request(self, state: dict[str, Any], line: bytes) -> dict[str, Any]:
@@ -173,19 +174,25 @@ class Server:
         if state["principal"] is None:
             raise InvalidParams("protocol", "say hello first")
         who: Principal = state["principal"]
-        if self.store.readonly and verb == "memory.search" and isinstance(params, dict):
-            params = {**params, "record_usage": False}  # a read-only store still answers searches
+        if self.store.readonly and isinstance(params, dict):  # a read-only store still answers searches
+            params = {**params, **{p.name: False for p in ops.verb_for(verb).params if p.writes and p.name in params}}
         if ops.needs_writer(verb, params):
             result = await self._write(who, verb, params)
         else:
             result = await loop.run_in_executor(self.readers, self._read, who, verb, params)
-        if verb == "events.follow":
-            state["follow"] = (params, result["after"])
-        if verb == "config.reload":
-            self._apply_reload()
-        if verb == "daemon.stop":
-            loop.call_soon(self.stop, f"daemon.stop by {who.id}")
+        traits = ops.verb_for(verb)  # known: it was dispatched
+        if traits.stream:
+            assert isinstance(result, ops.Stream), f"{traits.name} has the stream trait but returned no Stream"
+            state["stream"] = (traits.stream, result)
+        self._effect(traits, who)
         return result
+
+    def _effect(self, verb: Verb, who: Principal) -> None:
+        """The verb's `effect` trait, once its reply is decided."""
+        if verb.effect == "reload":
+            self._apply_reload()
+        elif verb.effect == "stop":
+            asyncio.get_running_loop().call_soon(self.stop, f"{verb.name} by {who.id}")
 
     async def _write(self, who: Principal, verb: str, params: Any) -> dict[str, Any]:
         """A write on the single writer; a read-only store refuses it in the store's own terms."""
@@ -222,30 +229,41 @@ class Server:
         self.log.write("config reloaded")
         self._arm_idle()
 
-    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: dict[str, Any]) -> None:
-        """events.follow: send each new readable event until the client closes or the daemon stops."""
-        loop = asyncio.get_running_loop()
-        params, after = state["follow"]
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, who: Principal, key: str,
+                      feed: ops.Stream) -> None:  # fmt: skip
+        """After a stream verb's reply: its objects as `{key: object}` lines, until the stream ends or fails,
+        the client closes or the daemon stops. A live stream polls again after each commit the writer announces."""
         closed = asyncio.ensure_future(reader.read(1))
         assert self.stopping is not None
         stopping = asyncio.ensure_future(self.stopping.wait())
         try:
             while not closed.done() and not stopping.done():
                 assert self._new_events is not None
-                woken = asyncio.ensure_future(self._new_events.wait())
-                events = await loop.run_in_executor(self.readers, self._since, state["principal"], params, after)
-                for event in events:
-                    writer.write(encode({"event": event}))
-                    after = max(after, event["id"])
+                woken = asyncio.ensure_future(self._new_events.wait())  # before the poll: no commit slips by
+                lines, failed = await self._poll(who, feed, key)
+                writer.writelines(lines)
                 await writer.drain()
-                await asyncio.wait({woken, closed, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                woken.cancel()
+                if failed or not (lines or feed.live):
+                    woken.cancel()
+                    return
+                if not lines:
+                    await asyncio.wait({woken, closed, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()  # after lines, poll again at once: more may wait beyond one poll's page
         finally:
             closed.cancel()
             stopping.cancel()
 
-    def _since(self, principal: Principal, params: dict[str, Any], after: int) -> list[dict[str, Any]]:
-        return ops.events_since(self.reader_store(), principal, params, after)
+    async def _poll(self, who: Principal, feed: ops.Stream, key: str) -> tuple[list[bytes], bool]:
+        """One poll of a stream on a reader, as encoded lines, and whether it failed (then the last line says why)."""
+        loop = asyncio.get_running_loop()
+        try:
+            found = await loop.run_in_executor(self.readers, lambda: ops.poll(self.reader_store(), who, feed))
+        except HivememError as exc:
+            return [encode({"error": exc.to_wire()})], True
+        except Exception as exc:  # a bug ends this stream, not the daemon
+            self.log.write(f"internal error in a stream: {exc!r}")
+            return [encode({"error": Failed("internal", f"internal error: {type(exc).__name__}").to_wire()})], True
+        return [encode({key: item}) for item in found], False
 
     def _read(self, principal: Principal, verb: str, params: Any) -> dict[str, Any]:
         return ops.dispatch(self.reader_store(), principal, verb, params)

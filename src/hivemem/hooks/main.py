@@ -16,6 +16,7 @@ from hivemem.client import DaemonClient
 from hivemem.config import load
 from hivemem.errors import HivememError
 from hivemem.hooks.harness import EVENTS, HookInput, Refused, output, parse, read_stdin
+from hivemem.manifest import BY_NAME
 
 BUDGET = 1.3  # seconds from entry; interpreter start-up spends the rest of SPEC 6.1's 1.5 s
 HARNESSES = ("claude-code", "codex")
@@ -75,11 +76,10 @@ def answer(opts: Options, hook: HookInput, deadline: float) -> str:
     try:
         if opts.record_session:
             record_session(client, opts, hook)
-        params: dict[str, object] = {"spaces": spaces.read_path(hook.cwd, config["recall.team_spaces"]),
-                                     "fixed_path": True}  # fmt: skip
-        if hook.prompt is not None:
-            params["query"] = hook.prompt
-        text = str(client.call("memory.recall", **params)["text"])
+        recall = BY_NAME["memory.recall"]
+        params: dict[str, object] = {} if hook.prompt is None else {"query": hook.prompt}
+        spaces.fill_defaults(recall, params, hook.cwd, config["recall.team_spaces"])
+        text = str(client.call(recall.name, **params)["text"])
     finally:
         client.close()
     return output(opts.event, text) if text else ""

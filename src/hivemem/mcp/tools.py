@@ -9,12 +9,8 @@ import json
 from typing import Any
 
 from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS, Param, Verb
-from hivemem.spaces import placeholder, read_path
+from hivemem.spaces import fill_defaults, placeholder
 
-DESTRUCTIVE = frozenset({"memory.delete", "memory.forget", "memory.challenge", "memory.archive"})
-IDEMPOTENT = frozenset({"memory.add", "session.start", "session.end"})  # each says "(idempotent)" or acts so
-# Params a client fills in when absent (SPEC 3: recall defaults to the fixed read path), so not required here.
-CLIENT_DEFAULTS = {("memory.recall", "spaces")}
 ITEMS: dict[str, dict[str, Any]] = {"kind": {"type": "string", "enum": list(KINDS)}, "grant": {"type": "object"}}
 TEXT_KEYS = frozenset({"content", "snippet", "text"})
 SPACE_NOTE = " `@project` (this repository) and `@user` are resolved by the adapter before sending."
@@ -29,12 +25,12 @@ EXPOSED: dict[str, Verb] = {tool_name(v): v for v in VERBS if v.mcp}
 
 
 def hints(verb: Verb) -> dict[str, bool]:
-    """All four hints, explicitly: the protocol's defaults would call every tool destructive and open-world."""
-    read_only = bool(verb.annotations.get("readOnlyHint", not verb.writes))
+    """All four hints from the verb's traits, explicitly: the protocol's defaults would call every tool
+    destructive and open-world."""
     return {
-        "readOnlyHint": read_only,
-        "destructiveHint": bool(verb.annotations.get("destructiveHint", verb.name in DESTRUCTIVE)),
-        "idempotentHint": bool(verb.annotations.get("idempotentHint", verb.name in IDEMPOTENT)),
+        "readOnlyHint": not verb.writes,
+        "destructiveHint": verb.destructive,
+        "idempotentHint": verb.idempotent,
         "openWorldHint": False,
     }
 
@@ -58,8 +54,10 @@ def param_schema(p: Param) -> dict[str, Any]:
 
 
 def input_schema(verb: Verb) -> dict[str, Any]:
-    """The tool's input: an object of the verb's params; unknown members are refused by the daemon."""
-    required = [p.name for p in verb.params if p.required and (verb.name, p.name) not in CLIENT_DEFAULTS]
+    """The tool's input: an object of the verb's params; unknown members are refused by the daemon.
+
+    A param the client fills in when absent (`client_default`) is required on the wire but not here."""
+    required = [p.name for p in verb.params if p.required and not p.client_default]
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {p.name: param_schema(p) for p in verb.params if not p.by_client},
@@ -75,7 +73,7 @@ def _is_space(p: Param) -> bool:
 
 
 def prepare(verb: Verb, arguments: dict[str, Any], cwd: str, team_spaces: list[str]) -> dict[str, Any]:
-    """Wire params: `@project`/`@user` resolved from `cwd`; recall's `spaces` defaulted to the read path."""
+    """Wire params: `@project`/`@user` resolved from `cwd`; absent `client_default` params filled in."""
     params = dict(arguments)
     for p in verb.params:
         value = params.get(p.name)
@@ -83,14 +81,13 @@ def prepare(verb: Verb, arguments: dict[str, Any], cwd: str, team_spaces: list[s
             params[p.name] = placeholder(value, cwd, p.name)
         elif p.type == "array" and _is_space(p) and isinstance(value, list):
             params[p.name] = [placeholder(v, cwd, p.name) if isinstance(v, str) else v for v in value]
-    if (verb.name, "spaces") in CLIENT_DEFAULTS and "spaces" not in params:
-        params.update(spaces=read_path(cwd, team_spaces), fixed_path=True)
-    return params
+    return fill_defaults(verb, params, cwd, team_spaces)
 
 
 def carries_memory_text(verb: Verb, ok: Any) -> bool:
-    """Whether a result hands memory text to the model: the verb says so, or the result holds text fields."""
-    return TRUST_SENTENCE in verb.summary or _has_text(ok)
+    """Whether a result hands memory text to the model: the verb's `returns_memory_text` trait says so, or (as a
+    safety net for a verb that forgot the trait) the result holds text fields."""
+    return verb.returns_memory_text or _has_text(ok)
 
 
 def _has_text(value: Any) -> bool:
