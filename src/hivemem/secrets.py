@@ -1,17 +1,291 @@
-"""Secret detection for writes (SPEC 13). This first cut refuses hivemem's own tokens and keys."""
+"""Secret detection for every string hivemem stores (SPEC 13).
+
+The engine is Yelp's detect-secrets (pinned in pyproject.toml): its format plugins; its keyword plugin
+in config mode, so an unquoted `password=...` counts; and its Base64 entropy plugin only on lines that
+name a secret, and only for values that mix letters of both cases and digits. Hex entropy is off:
+commit SHAs, SHA-256 digests and UUIDs are everyday memory text. `secret_rules.toml` adds what the
+plugins lack (most rules derived from gitleaks, MIT; its notice is in that file).
+
+A scan is a pure function of the text. The plugins' string analysis and the library's filter
+functions are called directly, never its scan entry points, so no global settings are read or
+changed, no verification request is ever made, and any number of threads may scan at once.
+
+Importing detect-secrets takes about 0.3 s, so the engine is built on first use (or by `warm()`),
+never at import: the CLI's warm path imports this module's name and nothing behind it.
+"""
 
 from __future__ import annotations
 
+import math
 import re
+import threading
+import tomllib
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
 
-RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("hivemem_token", re.compile(r"hm1\.(g[0-9]+|owner)\.[A-Za-z0-9_-]{43}")),
-)
+RULES_FILE = "secret_rules.toml"
+NEWLINE = re.compile("\n")
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+MIN_RANDOM = 16  # no shorter value has the entropy plugin's 4.5 bits per character
+# Words that open a line to the entropy plugin (the gate keeps prose with hashes and ids out).
+ENTROPY_GATE = ("secret", "token", "apikey", "api_key", "api-key", "passw", "pwd", "cookie", "session", "auth",
+                "bearer", "credential")  # fmt: skip
+# Literal triggers for the plugins whose patterns are slow to search (case-insensitive alternations tried at
+# every position): each of their matches holds a literal of every group. Lowercase literals are looked for in
+# the lowered text, the others as written.
+TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "ArtifactoryDetector": (("AKC", "AP"),),
+    "CloudantDetector": (("cl",), ("key", "pw", "pass", "token", "cloudant.com")),
+    "IbmCloudIamDetector": (("key", "pwd", "pass", "token"),),
+    "IbmCosHmacDetector": (("secret",), ("key",)),
+    "SoftlayerDetector": (("sl", "softlayer"),),
+    "SlackDetector": (("xox", "hooks.slack.com"),),
+    "MailchimpDetector": (("-us",),),
+    "PrivateKeyDetector": (("BEGIN", "PuTTY-User-Key-File"),),
+}
+TYPE_NAME = re.compile(r"(?:str|string|String|bytes|int|bool|Optional|SecretStr)\b")  # `password: str` declares
+DIGEST_PREFIX = re.compile(r"sha(?:1|224|256|384|512)-", re.I)  # subresource-integrity digests are not secrets
+# Plugins left out: the entropy pair (handled below, Hex not at all), the keyword plugin (run in config
+# mode below), and public IPv4 addresses, which are not credentials.
+SKIPPED = ("Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What was found and where (1-based line); never the value itself."""
+
+    kind: str
+    line: int
 
 
 def find(text: str) -> str | None:
     """The kind of the first secret in `text`, or None. Never returns the secret itself."""
-    for kind, pattern in RULES:
-        if pattern.search(text):
-            return kind
-    return None
+    found = scan(text)
+    return found.kind if found else None
+
+
+def scan(text: str) -> Finding | None:
+    """The first secret in `text` (lowest line; rules before plugins on one line), or None."""
+    return _engine().scan(text)
+
+
+def warm() -> None:
+    """Build the engine now (the daemon does this at start, so no request pays for the import)."""
+    _engine()
+
+
+_lock = threading.Lock()
+_built: list[Engine] = []
+
+
+def _engine() -> Engine:
+    if not _built:
+        with _lock:
+            if not _built:
+                _built.append(Engine())
+    return _built[0]
+
+
+def shannon(value: str) -> float:
+    """Bits per character over the characters the value holds (gitleaks' entropy)."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+def classes(value: str) -> int:
+    """How many of lowercase letters, uppercase letters and digits `value` holds."""
+    return sum(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))
+
+
+def slug(secret_type: str) -> str:
+    """A plugin's secret type as a kind: `AWS Access Key` -> `aws-access-key`."""
+    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of secret_rules.toml."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    keywords: tuple[str, ...]
+    entropy: float = 0.0
+    min_classes: int = 0
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Rule:
+        return cls(raw["id"], re.compile(raw["regex"]), tuple(raw["keywords"]), float(raw.get("entropy", 0.0)),
+                   int(raw.get("min_classes", 0)))  # fmt: skip
+
+    def first(self, text: str, lowered: str) -> int | None:
+        """Where the first match whose value passes the checks starts, or None."""
+        if not any(k in lowered for k in self.keywords):
+            return None
+        for match in self.pattern.finditer(text):
+            value = next((g for g in match.groups() if g), match.group(0))
+            if shannon(value) >= self.entropy and classes(value) >= self.min_classes:
+                return match.start()
+        return None
+
+
+def load_rules() -> tuple[Rule, ...]:
+    data = tomllib.loads(resources.files("hivemem").joinpath(RULES_FILE).read_text("utf-8"))
+    return tuple(Rule.load(raw) for raw in data["rules"])
+
+
+class Lines:
+    """A text's lines (split at LF, a trailing CR dropped) and the line of any offset."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
+
+    def __getitem__(self, n: int) -> str:
+        end = self.starts[n + 1] - 1 if n + 1 < len(self.starts) else len(self.text)
+        return self.text[self.starts[n] : end].removesuffix("\r")
+
+    def spanned(self, pattern: re.Pattern[str] | None, text: str) -> set[int]:
+        """The lines that the matches of `pattern` in `text` (the text or an aligned copy) touch."""
+        out: set[int] = set()
+        for m in pattern.finditer(text) if pattern else ():
+            first = bisect_right(self.starts, m.start()) - 1
+            out.update(range(first, bisect_right(self.starts, max(m.end() - 1, m.start()))))
+        return out
+
+
+class Plugin:
+    """One detect-secrets plugin and a cheap search for the lines worth running it on."""
+
+    def __init__(self, plugin: Any, patterns: Any, triggers: tuple[tuple[str, ...], ...] | None) -> None:
+        self.plugin = plugin
+        self.kind = slug(plugin.secret_type)
+        # Per trigger group: one pattern for its lowercase literals (searched in the lowered text) and one for
+        # the others (searched as written). Without triggers, the plugin's own patterns, line-anchored.
+        self.groups = [(_words([w for w in g if w.islower()]), _words([w for w in g if not w.islower()]))
+                       for g in triggers or ()]  # fmt: skip
+        self.prechecks = () if triggers else tuple(re.compile(p.pattern, p.flags | re.M) for p in patterns)
+
+    def lines(self, lines: Lines, lowered: str) -> set[int]:
+        """Every line on which the plugin can match (a superset: a whole-text match covers each line match)."""
+        if not self.groups:
+            return set[int]().union(*(lines.spanned(p, lines.text) for p in self.prechecks))
+        found: set[int] | None = None
+        for low, cased in self.groups:
+            hits = lines.spanned(low, lowered) | lines.spanned(cased, lines.text)
+            found = hits if found is None else found & hits
+        return found or set()
+
+
+class Engine:
+    """detect-secrets' plugins and filters, and the rule file, built once."""
+
+    def __init__(self) -> None:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.filters import heuristic
+        from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+        from detect_secrets.plugins.keyword import DENYLIST, REGEX_BY_FILETYPE, KeywordDetector
+        from detect_secrets.util.filetype import FileType
+
+        found: list[Any] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+        plugins = [cls() for cls in found if cls.__name__ not in SKIPPED]
+        self.plugins = [Plugin(p, p.denylist, TRIGGERS.get(type(p).__name__)) for p in plugins]
+        self.keyword = Plugin(KeywordDetector(), (), (tuple(_literals(DENYLIST)),))
+        self.keyword_groups = REGEX_BY_FILETYPE[FileType.YAML]  # config mode: quotes are optional
+        self.secret_names = re.compile("|".join((*DENYLIST, "token")), re.I)
+        self.entropy = Base64HighEntropyString()
+        self.tokens = re.compile(f"[{re.escape(self.entropy.charset)}]+")  # the plugin's unquoted-string form
+        self.heuristic = heuristic
+        self.rules = load_rules()
+        self.gate = re.compile("|".join(ENTROPY_GATE))
+
+    def plugin_names(self) -> list[str]:
+        return [type(p.plugin).__name__ for p in self.plugins]
+
+    def scan(self, text: str) -> Finding | None:
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a few letters lower to two characters: keep offsets aligned
+            lowered = text.translate(ASCII_LOWER)
+        found = [f for f in (self._plugins(text, lowered), self._rules(text, lowered)) if f is not None]
+        return min(found, key=lambda f: f.line) if found else None
+
+    def _rules(self, text: str, lowered: str) -> Finding | None:
+        best: tuple[int, str] | None = None
+        for rule in self.rules:
+            at = rule.first(text, lowered)
+            if at is not None and (best is None or at < best[0]):
+                best = (at, rule.kind)
+        return Finding(best[1], text.count("\n", 0, best[0]) + 1) if best else None
+
+    def _plugins(self, text: str, lowered: str) -> Finding | None:
+        lines = Lines(text)
+        todo: dict[int, list[Plugin]] = {}
+        for check in (*self.plugins, self.keyword):
+            for n in check.lines(lines, lowered):
+                todo.setdefault(n, []).append(check)
+        gated = lines.spanned(self.gate, lowered)
+        for n in sorted(todo.keys() | gated):
+            kind = self._line(lines[n], todo.get(n, []), n in gated)
+            if kind is not None:
+                return Finding(kind, n + 1)
+        return None
+
+    def _line(self, line: str, checks: list[Plugin], gated: bool) -> str | None:
+        for check in checks:
+            if any(self._secret(check, v, line) for v in self._values(check, line)):
+                return check.kind
+        if gated and any(self._random(v, line) for v in self.tokens.findall(line)):
+            return slug(self.entropy.secret_type)
+        return None
+
+    def _values(self, check: Plugin, line: str) -> Any:
+        if check is self.keyword:
+            return check.plugin.analyze_string(line, denylist_regex_to_group=self.keyword_groups)
+        return check.plugin.analyze_string(line)
+
+    def _secret(self, check: Plugin, value: str, line: str) -> bool:
+        if check is self.keyword:
+            return not self._filtered(value, line, check.plugin) and not self._reference(value)
+        return not self._filtered(value)
+
+    def _reference(self, value: str) -> bool:
+        """A keyword value that refers to a secret instead of holding one (hivemem's addition to the library's
+        filters): a type (`password: str`), or a name without digits (`api_key = settings.API_KEY`)."""
+        if TYPE_NAME.match(value):
+            return True
+        return not any(c.isdigit() for c in value) and self.secret_names.search(value.replace("-", "_")) is not None
+
+    def _random(self, value: str, line: str) -> bool:
+        """The entropy plugin's test, on base64-shaped values that mix cases and digits."""
+        return (
+            len(value) > MIN_RANDOM
+            and classes(value) == 3
+            and not DIGEST_PREFIX.match(value)
+            and self.entropy.calculate_shannon_entropy(value) > self.entropy.entropy_limit
+            and not self._filtered(value, line, self.entropy)
+        )
+
+    def _filtered(self, value: str, line: str = "", plugin: Any = None) -> bool:
+        """detect-secrets' default heuristic filters; the ones that judge the line only for context plugins."""
+        h = self.heuristic
+        if (
+            h.is_sequential_string(value)
+            or h.is_potential_uuid(value)
+            or h.is_templated_secret(value)
+            or h.is_prefixed_with_dollar_sign(value)
+            or h.is_not_alphanumeric_string(value)
+        ):
+            return True
+        return plugin is not None and (h.is_likely_id_string(value, line, plugin) or h.is_indirect_reference(line))
+
+
+def _literals(denylist: tuple[str, ...]) -> list[str]:
+    """The keyword plugin's denylist as plain words: `api_?key` gives `apikey` and `api_key`."""
+    return [w for entry in denylist for w in dict.fromkeys((entry.replace("_?", ""), entry.replace("_?", "_")))]
+
+
+def _words(words: list[str] | tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for a set of literals (None for none)."""
+    return re.compile("|".join(re.escape(w) for w in words)) if words else None
