@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from hivemem import config as config_mod
-from hivemem import paths
+from hivemem import paths, secrets
 from hivemem.daemon import lifecycle
 from hivemem.daemon.server import Server, run
 from hivemem.errors import HivememError
@@ -70,6 +71,8 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
         return exc.exit_code
     log.write(f"serving {where.store} on {where.socket}")
     lifecycle.report(ready_fd)
+    # The secret detector's import takes a few tenths of a second: build it now, beside the first requests.
+    threading.Thread(target=secrets.warm, name="secrets-warm", daemon=True).start()
     try:
         run(Server(store, config, owner_key, log, reload=reload), sock, where.socket)
     finally:

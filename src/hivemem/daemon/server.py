@@ -164,8 +164,11 @@ class Server:
             raise InvalidParams("protocol", "say hello first")
         who: Principal = state["principal"]
         if ops.needs_writer(verb, params):
+            # Validation (and its secret scan) runs on a reader thread; only the checked write is queued.
+            limit = self.store.limits.max_content_bytes
+            checked = await loop.run_in_executor(self.readers, ops.check, verb, params, limit)
             try:
-                result = await loop.run_in_executor(self.writer, ops.dispatch, self.store, who, verb, params)
+                result = await loop.run_in_executor(self.writer, ops.run, self.store, who, checked)
             finally:
                 self._announce()
         else:
