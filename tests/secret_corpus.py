@@ -37,6 +37,10 @@ class Gen:
         body = self.pick(ALNUM + PUNCT, n - 3) + self.pick(UPPER, 1) + self.pick(string.digits, 1)
         return self.pick(string.ascii_lowercase, 1) + body + self.pick(PUNCT, 1)
 
+    def url_password(self, n: int = 14) -> str:
+        """A password as it appears inside a URL: sub-delimiters as they are, `@` and `#` percent-encoded."""
+        return self.password(n).replace("%", "%25").replace("@", "%40").replace("#", "%23").replace("^", "%5E")
+
     def b64url(self, raw: bytes) -> str:
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -120,7 +124,7 @@ SHAPES: dict[str, Shape] = {
     "ec-private-key": lambda g: g.pem("EC PRIVATE KEY", 3),
     "gcp-service-account": _service_account,
     "postgres-url": lambda g: f"postgres://app_user:{g.pick(ALNUM, 16)}@db.internal:5432/orders",
-    "mysql-url": lambda g: f"mysql://root:{g.password(14)}@10.0.3.7/shop",
+    "mysql-url": lambda g: f"mysql://root:{g.url_password()}@10.0.3.7/shop",
     "dotenv": _env_file,
     "password-assignment": lambda g: "password=" + g.password(),
     "authorization-bearer": lambda g: "Authorization: Bearer " + g.pick(ALNUM + "-._~", 40),

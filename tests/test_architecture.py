@@ -22,7 +22,7 @@ CORE_FORBIDDEN = ("hivemem.ops", "hivemem.protocol", "hivemem.client", *(f"hivem
 ENV_READERS = ("paths.py", "config.py")
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 WARM_FORBIDDEN = ("apsw", "sqlite3", "_sqlite3", "numpy", "mcp", "pydantic", "http.client", "urllib.request",
-                  "asyncio", "httpx", "requests", "click")  # fmt: skip
+                  "asyncio", "httpx", "requests", "click", "detect_secrets", "yaml")  # fmt: skip
 
 
 @dataclass

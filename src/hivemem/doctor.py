@@ -18,7 +18,7 @@ from hivemem.store.schema import VERSION as SCHEMA
 Check = dict[str, str]
 MIN_SQLITE = (3, 42, 0)
 TRACKED_NAMES = ("store.db", "store.db-wal", "store.db-shm", "owner.key")
-SECRETS_BUDGET_S = 30.0  # `secrets.stored` scans newest first and stops here on a very large store
+SCAN_BUDGET_S = 30.0  # `secrets.stored` scans newest first and stops here on a very large store
 SHOWN = 10
 Progress = Callable[[int, int, bool], None]  # (scanned, total, final)
 
@@ -112,7 +112,7 @@ class Doctor:
             return check("secrets.stored", "ok", "skipped while the daemon runs", "hivemem stop && hivemem doctor")
         if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
             return check("secrets.stored", "ok", "no store yet")
-        return stored_secrets(self.paths.store, SECRETS_BUDGET_S, self.progress)
+        return stored_secrets(self.paths.store, SCAN_BUDGET_S, self.progress)
 
     def daemon_status(self) -> Check:
         cfg = self.config or config_mod.Config()

@@ -123,11 +123,10 @@ def content(param: str, value: str, max_bytes: int) -> str:
 
 
 def _no_secret(param: str, value: str) -> None:
-    kind = secrets.find(value)
-    if kind is not None:
-        raise InvalidParams(
-            "secret_content", f"{param} contains a secret ({kind}); it was not stored", param=param, kind=kind
-        )
+    found = secrets.scan(value)
+    if found is not None:
+        why = f"{param} contains a secret ({found.kind}) on line {found.line}; it was not stored"
+        raise InvalidParams("secret_content", why, param=param, kind=found.kind)
 
 
 def title(param: str, value: str) -> str:
