@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -39,7 +39,15 @@ def nbytes(text: str) -> int:
 
 
 def has_control(text: str, allowed: str = "") -> bool:
-    return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
+    """Whether `text` holds a Unicode Cc character (U+0000-U+001F, U+007F-U+009F) not in `allowed`."""
+    return _controls(allowed).search(text) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _controls(allowed: str) -> re.Pattern[str]:
+    # One regex search instead of a Python call per character: 16 KB of content took ~15 ms the other way.
+    chars = "".join(ch for ch in map(chr, [*range(0x20), *range(0x7F, 0xA0)]) if ch not in allowed)
+    return re.compile(f"[{re.escape(chars)}]")
 
 
 def check_encoding(value: Any, param: str) -> None:

@@ -72,6 +72,11 @@ def scan(text: str) -> Finding | None:
     return _engine().scan(text)
 
 
+def ready() -> bool:
+    """Whether the engine is built, so a scan costs no import."""
+    return bool(_built)
+
+
 def warm() -> None:
     """Build the engine now (the daemon does this at start, so no request pays for the import)."""
     _engine()
@@ -111,24 +116,33 @@ class Rule:
 
     kind: str
     pattern: re.Pattern[str]
-    keywords: tuple[str, ...]
+    words: Words
     entropy: float = 0.0
     min_classes: int = 0
+    multiline: bool = False
 
     @classmethod
     def load(cls, raw: dict[str, Any]) -> Rule:
-        return cls(raw["id"], re.compile(raw["regex"]), tuple(raw["keywords"]), float(raw.get("entropy", 0.0)),
-                   int(raw.get("min_classes", 0)))  # fmt: skip
+        return cls(raw["id"], re.compile(raw["regex"]), Words(raw["keywords"]), float(raw.get("entropy", 0.0)),
+                   int(raw.get("min_classes", 0)), bool(raw.get("multiline", False)))  # fmt: skip
 
-    def first(self, text: str, lowered: str) -> int | None:
-        """Where the first match whose value passes the checks starts, or None."""
-        if not any(k in lowered for k in self.keywords):
-            return None
-        for match in self.pattern.finditer(text):
-            value = next((g for g in match.groups() if g), match.group(0))
-            if shannon(value) >= self.entropy and classes(value) >= self.min_classes:
-                return match.start()
+    def first(self, lines: Lines, lowered: str) -> int | None:
+        """The first line (from 0) holding a match whose value passes the checks, or None.
+
+        A rule runs only on the lines that hold one of its keywords; a multiline rule on the whole text."""
+        if self.multiline:
+            if not any(w in lowered for w in self.words.words):
+                return None
+            hit = next((m for m in self.pattern.finditer(lines.text) if self._passes(m)), None)
+            return None if hit is None else bisect_right(lines.starts, hit.start()) - 1
+        for n in sorted(self.words.lines(lines, lowered)):
+            if any(self._passes(m) for m in self.pattern.finditer(lines[n])):
+                return n
         return None
+
+    def _passes(self, match: re.Match[str]) -> bool:
+        value = next((g for g in match.groups() if g), match.group(0))
+        return shannon(value) >= self.entropy and classes(value) >= self.min_classes
 
 
 def load_rules() -> tuple[Rule, ...]:
@@ -147,13 +161,27 @@ class Lines:
         end = self.starts[n + 1] - 1 if n + 1 < len(self.starts) else len(self.text)
         return self.text[self.starts[n] : end].removesuffix("\r")
 
-    def spanned(self, pattern: re.Pattern[str] | None, text: str) -> set[int]:
+    def spanned(self, pattern: re.Pattern[str], text: str) -> set[int]:
         """The lines that the matches of `pattern` in `text` (the text or an aligned copy) touch."""
         out: set[int] = set()
-        for m in pattern.finditer(text) if pattern else ():
+        for m in pattern.finditer(text):
             first = bisect_right(self.starts, m.start()) - 1
             out.update(range(first, bisect_right(self.starts, max(m.end() - 1, m.start()))))
         return out
+
+
+class Words:
+    """A set of literals: looked for with `in` first (a C substring search), located by one regex only if present."""
+
+    def __init__(self, words: list[str] | tuple[str, ...]) -> None:
+        self.words = tuple(words)
+        self.pattern = re.compile("|".join(re.escape(w) for w in words))
+
+    def lines(self, lines: Lines, text: str) -> set[int]:
+        """The lines holding one of the words; `text` is the text itself or its lowered copy."""
+        if not any(w in text for w in self.words):
+            return set()
+        return lines.spanned(self.pattern, text)
 
 
 class Plugin:
@@ -162,9 +190,9 @@ class Plugin:
     def __init__(self, plugin: Any, patterns: Any, triggers: tuple[tuple[str, ...], ...] | None) -> None:
         self.plugin = plugin
         self.kind = slug(plugin.secret_type)
-        # Per trigger group: one pattern for its lowercase literals (searched in the lowered text) and one for
-        # the others (searched as written). Without triggers, the plugin's own patterns, line-anchored.
-        self.groups = [(_words([w for w in g if w.islower()]), _words([w for w in g if not w.islower()]))
+        # Per trigger group: its lowercase literals (looked for in the lowered text) and the others (looked for
+        # as written). Without triggers, the plugin's own patterns, line-anchored.
+        self.groups = [(Words([w for w in g if w.islower()]), Words([w for w in g if not w.islower()]))
                        for g in triggers or ()]  # fmt: skip
         self.prechecks = () if triggers else tuple(re.compile(p.pattern, p.flags | re.M) for p in patterns)
 
@@ -174,8 +202,10 @@ class Plugin:
             return set[int]().union(*(lines.spanned(p, lines.text) for p in self.prechecks))
         found: set[int] | None = None
         for low, cased in self.groups:
-            hits = lines.spanned(low, lowered) | lines.spanned(cased, lines.text)
+            hits = low.lines(lines, lowered) | cased.lines(lines, lines.text)
             found = hits if found is None else found & hits
+            if not found:
+                break
         return found or set()
 
 
@@ -199,7 +229,7 @@ class Engine:
         self.tokens = re.compile(f"[{re.escape(self.entropy.charset)}]+")  # the plugin's unquoted-string form
         self.heuristic = heuristic
         self.rules = load_rules()
-        self.gate = re.compile("|".join(ENTROPY_GATE))
+        self.gate = Words(ENTROPY_GATE)
 
     def plugin_names(self) -> list[str]:
         return [type(p.plugin).__name__ for p in self.plugins]
@@ -208,24 +238,24 @@ class Engine:
         lowered = text.lower()
         if len(lowered) != len(text):  # a few letters lower to two characters: keep offsets aligned
             lowered = text.translate(ASCII_LOWER)
-        found = [f for f in (self._plugins(text, lowered), self._rules(text, lowered)) if f is not None]
+        lines = Lines(text)
+        found = [f for f in (self._plugins(lines, lowered), self._rules(lines, lowered)) if f is not None]
         return min(found, key=lambda f: f.line) if found else None
 
-    def _rules(self, text: str, lowered: str) -> Finding | None:
+    def _rules(self, lines: Lines, lowered: str) -> Finding | None:
         best: tuple[int, str] | None = None
         for rule in self.rules:
-            at = rule.first(text, lowered)
-            if at is not None and (best is None or at < best[0]):
-                best = (at, rule.kind)
-        return Finding(best[1], text.count("\n", 0, best[0]) + 1) if best else None
+            n = rule.first(lines, lowered)
+            if n is not None and (best is None or n < best[0]):
+                best = (n, rule.kind)
+        return Finding(best[1], best[0] + 1) if best else None
 
-    def _plugins(self, text: str, lowered: str) -> Finding | None:
-        lines = Lines(text)
+    def _plugins(self, lines: Lines, lowered: str) -> Finding | None:
         todo: dict[int, list[Plugin]] = {}
         for check in (*self.plugins, self.keyword):
             for n in check.lines(lines, lowered):
                 todo.setdefault(n, []).append(check)
-        gated = lines.spanned(self.gate, lowered)
+        gated = self.gate.lines(lines, lowered)
         for n in sorted(todo.keys() | gated):
             kind = self._line(lines[n], todo.get(n, []), n in gated)
             if kind is not None:
