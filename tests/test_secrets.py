@@ -180,3 +180,12 @@ KEYWORD_CASES = [
 @pytest.mark.parametrize(("text", "refused"), KEYWORD_CASES)
 def test_keyword_assignments_with_a_value_are_refused_and_references_are_not(text: str, refused: bool) -> None:
     assert (secrets.find(text) == "secret-keyword") == refused, secrets.scan(text)
+
+
+def test_find_in_points_at_the_string_that_holds_a_secret() -> None:
+    """The hook for writes that bring a document instead of params (store.import's `data.at`)."""
+    token = SHAPES["github-classic-pat"](Gen(30))
+    doc = {"format": "hivemem.export", "memories": [{"content": "fine"}, {"tags": ["a"], "a/b~c": {"x": token}}]}
+    assert secrets.find_in(doc) == ("/memories/1/a~1b~0c/x", "github-token")
+    assert secrets.find_in({"memories": [{"content": "fine", "n": 3, "ok": True, "none": None}]}) is None
+    assert secrets.find_in(token) == ("", "github-token")

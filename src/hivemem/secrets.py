@@ -72,6 +72,23 @@ def scan(text: str) -> Finding | None:
     return _engine().scan(text)
 
 
+def find_in(value: Any, at: str = "") -> tuple[str, str] | None:
+    """(JSON pointer, kind) of the first string in a JSON value that holds a secret, or None.
+
+    For writes whose text arrives inside a document rather than as params, as `store.import` does: its
+    refusal carries the pointer as `data.at` (SPEC 12.1). Object keys are names, not scanned.
+    """
+    if isinstance(value, str):
+        kind = find(value)
+        return None if kind is None else (at, kind)
+    members = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, member in members:
+        hit = find_in(member, f"{at}/{str(key).replace('~', '~0').replace('/', '~1')}")
+        if hit is not None:
+            return hit
+    return None
+
+
 def ready() -> bool:
     """Whether the engine is built, so a scan costs no import."""
     return bool(_built)
