@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -189,3 +190,16 @@ def test_find_in_points_at_the_string_that_holds_a_secret() -> None:
     assert secrets.find_in(doc) == ("/memories/1/a~1b~0c/x", "github-token")
     assert secrets.find_in({"memories": [{"content": "fine", "n": 3, "ok": True, "none": None}]}) is None
     assert secrets.find_in(token) == ("", "github-token")
+
+
+def test_every_trigger_literal_comes_from_the_plugins_patterns() -> None:
+    """A plugin runs only on lines holding its trigger literals, so each group must name what every one of its
+    patterns requires; here at least that each pattern's source spells one literal of each group."""
+    engine = secrets._engine()
+    for check in engine.plugins:
+        triggers = secrets.TRIGGERS.get(type(check.plugin).__name__)
+        if triggers is None:
+            continue
+        for pattern in check.plugin.denylist:
+            source = re.sub(r"\(\?:|[()|\\]", "", pattern.pattern).lower()  # groups and escapes dropped
+            assert all(any(w.lower() in source for w in group) for group in triggers), (check.kind, pattern.pattern)

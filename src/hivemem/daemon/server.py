@@ -9,7 +9,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import apsw
@@ -168,12 +168,13 @@ class Server:
             # Validation and its secret scan never run on the writer: a small request is checked here (well under
             # a millisecond, and no thread hop), a large one on a reader thread; only the checked write is queued.
             limit = self.store.limits.max_content_bytes
-            if size <= INLINE_CHECK_BYTES and secrets.ready():
-                checked = ops.check(verb, params, limit)
-            else:
-                checked = await loop.run_in_executor(self.readers, ops.check, verb, params, limit)
             try:
-                result = await loop.run_in_executor(self.writer, ops.run, self.store, who, checked)
+                if size <= INLINE_CHECK_BYTES and secrets.ready():
+                    checked = ops.check(verb, params, limit)
+                    result = await loop.run_in_executor(self.writer, ops.run, self.store, who, checked)
+                else:  # the reader queues the write itself: no round trip through the event loop in between
+                    queued = await loop.run_in_executor(self.readers, self._check_and_queue, who, verb, params, limit)
+                    result = await asyncio.wrap_future(queued)
             finally:
                 self._announce()
         else:
@@ -185,6 +186,10 @@ class Server:
         if verb == "daemon.stop":
             loop.call_soon(self.stop, f"daemon.stop by {who.id}")
         return result
+
+    def _check_and_queue(self, who: Principal, verb: str, params: Any, limit: int) -> Future[dict[str, Any]]:
+        checked = ops.check(verb, params, limit)
+        return self.writer.submit(ops.run, self.store, who, checked)
 
     def _announce(self) -> None:
         """Wake every following connection: something may have been committed."""
