@@ -3,9 +3,10 @@
 1. Scan latency: `hivemem.secrets.scan` on texts of 1 KB, 16 KB and 64 KB, half prose wrapped in lines and
    half Python source (code has more keyword-shaped lines), each sample different. Targets: median <= 3 ms
    at 1 KB and <= 100 ms at 64 KB.
-2. memory.add with 1 KB and 16 KB memories over one socket connection (every add is validated and scanned
-   on a reader thread before the writer commits it), alternating in rounds with raw APSW doing the same
-   four inserts per add (bench_add.RawStore: same schema, WAL, synchronous=FULL). Target: >= 0.5x raw.
+2. memory.add with 1 KB and 16 KB memories, every add validated and scanned before the writer commits it,
+   alternating in rounds with raw APSW doing the same four inserts per add (bench_add.RawStore: same schema,
+   WAL, synchronous=FULL). Once over one socket connection (as bench_add.py), once with 4 connections
+   adding at once (scans then overlap the writer's commits). Target: >= 0.5x raw.
 
     .venv/bin/python bench/bench_secrets.py [--adds 400] [--rounds 8] [--samples 40]
 """
@@ -17,6 +18,8 @@ import os
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import benchlib as bl
 from bench_add import RawStore
@@ -25,6 +28,7 @@ from hivemem import secrets
 SCAN_SIZES = (1024, 16384, 65536)
 SCAN_TARGETS = {1024: 3.0, 65536: 100.0}
 ADD_SIZES = (1024, 16384)
+CLIENTS = 4  # besides one client: connections adding at once, so scans on reader threads overlap the writer
 
 
 def source_text() -> str:
@@ -60,34 +64,41 @@ def scan_latency(samples: int) -> list[tuple[object, ...]]:
     return rows
 
 
-def add_throughput(size: int, adds: int, rounds: int, keep: bool) -> dict[str, float]:
+def add_throughput(size: int, adds: int, rounds: int, clients: int, keep: bool) -> dict[str, float]:
+    """Adds per second for raw APSW (one writer) and for hivemem with `clients` connections adding at once."""
     gen, code = bl.TextGen(seed=size), source_text()
     items = [(f"bench/s{i % 20:02d}", f"{i} " + sized(gen, code, size - 8, i)) for i in range(adds + 10)]
-    home = bl.Home(f"secrets-{size}")
+    home = bl.Home(f"secrets-{size}-{clients}")
     try:
         raw = RawStore(os.path.join(home.base, "raw.db"))
-        client = home.client()
+        conns = [home.client() for _ in range(clients)]
         for space, content in items[:10]:
-            client.call("memory.add", space=space, content=content)
+            conns[0].call("memory.add", space=space, content=content)
             raw.add(space, "warm " + content)
         wall = {"raw": 0.0, "hm": 0.0}
         chunk = adds // rounds
-        for r in range(rounds):
-            part = items[10 + r * chunk : 10 + (r + 1) * chunk]
-            t0 = time.perf_counter()
-            for space, content in part:
-                raw.add(space, content)
-            t1 = time.perf_counter()
-            for space, content in part:
-                assert client.call("memory.add", space=space, content=content)["changed"]
-            wall["raw"] += t1 - t0
-            wall["hm"] += time.perf_counter() - t1
-        client.close()
+        with ThreadPoolExecutor(clients) as pool:
+            for r in range(rounds):
+                part = items[10 + r * chunk : 10 + (r + 1) * chunk]
+                t0 = time.perf_counter()
+                for space, content in part:
+                    raw.add(space, content)
+                t1 = time.perf_counter()
+                list(pool.map(_add_all, conns, [part[i::clients] for i in range(clients)]))
+                wall["raw"] += t1 - t0
+                wall["hm"] += time.perf_counter() - t1
+        for conn in conns:
+            conn.close()
         raw.conn.close()
     finally:
         home.cleanup(keep)
     n = chunk * rounds
     return {"n": n, "raw": n / wall["raw"], "hm": n / wall["hm"]}
+
+
+def _add_all(client: Any, part: list[tuple[str, str]]) -> None:
+    for space, content in part:
+        assert client.call("memory.add", space=space, content=content)["changed"]
 
 
 def main() -> int:
@@ -104,13 +115,14 @@ def main() -> int:
     failed = any(row[-1] == bl.verdict(False) for row in scan_rows)
     add_rows = []
     for size in ADD_SIZES:
-        print(f"size {size}: measuring {args.adds} adds ...", file=sys.stderr, flush=True)
-        m = add_throughput(size, args.adds, args.rounds, args.keep)
-        ratio = m["hm"] / m["raw"]
-        failed |= ratio < 0.5
-        add_rows.append((size, m["n"], m["raw"], m["hm"], ratio, bl.verdict(ratio >= 0.5)))
-    print("\nmemory.add throughput (adds/s), every add scanned; raw APSW alternating in the same run.\n")
-    bl.table(("memory bytes", "adds", "raw adds/s", "hivemem adds/s", "ratio", "target >=0.5"), add_rows)
+        for clients in (1, CLIENTS):
+            print(f"size {size}, {clients} client(s): measuring {args.adds} adds ...", file=sys.stderr, flush=True)
+            m = add_throughput(size, args.adds, args.rounds, clients, args.keep)
+            ratio = m["hm"] / m["raw"]
+            failed |= ratio < 0.5
+            add_rows.append((size, clients, m["n"], m["raw"], m["hm"], ratio, bl.verdict(ratio >= 0.5)))
+    print("\nmemory.add throughput (adds/s), every add scanned; raw APSW (one writer) alternating in the same run.\n")
+    bl.table(("memory bytes", "clients", "adds", "raw adds/s", "hivemem adds/s", "ratio", "target >=0.5"), add_rows)
     print(f"\n# load average at end: {bl.load()}")
     return 1 if failed else 0
 

@@ -151,6 +151,7 @@ SHAPES: dict[str, Shape] = {
     "mailchimp": lambda g: g.pick(HEX, 32) + "-us" + g.digits(2),
     "telegram-bot": lambda g: g.digits(9) + ":" + g.pick(URLSAFE, 35),
     "anthropic-admin": lambda g: "sk-ant-admin01-" + g.pick(URLSAFE, 93) + "AA",
+    "discord-bot": lambda g: "M" + g.pick(ALNUM, 23) + "." + g.pick(URLSAFE, 6) + "." + g.pick(URLSAFE, 27),
 }
 COMMON = tuple(list(SHAPES)[:33])
 

@@ -203,3 +203,14 @@ def test_every_trigger_literal_comes_from_the_plugins_patterns() -> None:
         for pattern in check.plugin.denylist:
             source = re.sub(r"\(\?:|[()|\\]", "", pattern.pattern).lower()  # groups and escapes dropped
             assert all(any(w.lower() in source for w in group) for group in triggers), (check.kind, pattern.pattern)
+
+
+def test_every_suffix_pre_check_ends_its_plugins_only_pattern() -> None:
+    """A plugin without a literal is pre-checked with a suffix of its pattern: any full match holds one."""
+    engine = secrets._engine()
+    checked = [c for c in engine.plugins if type(c.plugin).__name__ in secrets.SUFFIXES]
+    assert len(checked) == len(secrets.SUFFIXES)
+    for check in checked:
+        (pattern,) = check.plugin.denylist
+        assert pattern.pattern.endswith(secrets.SUFFIXES[type(check.plugin).__name__])
+        assert [p.pattern for p in check.prechecks] == [secrets.SUFFIXES[type(check.plugin).__name__]]

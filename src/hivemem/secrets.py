@@ -39,6 +39,12 @@ ENTROPY_GATE = ("secret", "token", "apikey", "api_key", "api-key", "passw", "pwd
 # microseconds where a regex pass over 64 KB costs milliseconds (worst for case-insensitive alternations).
 GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-",
           "gloas-")  # fmt: skip
+# For plugins with no literal, a suffix of their pattern that starts with one (so it is searched quickly): any match
+# of the whole pattern holds a match of its suffix.
+SUFFIXES = {
+    "DiscordBotTokenDetector": r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",
+    "TelegramBotTokenDetector": r":[0-9A-Za-z_-]{35}",
+}
 TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "AWSKeyDetector": (("a3t", "abia", "acca", "akia", "asia", "aws"),),
     "ArtifactoryDetector": (("AKC", "AP"),),
@@ -189,6 +195,7 @@ class Lines:
     def __init__(self, text: str) -> None:
         self.text = text
         self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
+        self.found: dict[tuple[str, bool], frozenset[int]] = {}
 
     def __getitem__(self, n: int) -> str:
         end = self.starts[n + 1] - 1 if n + 1 < len(self.starts) else len(self.text)
@@ -202,24 +209,32 @@ class Lines:
             out.update(range(first, bisect_right(self.starts, max(m.end() - 1, m.start()))))
         return out
 
-    def holding(self, pattern: re.Pattern[str], text: str) -> set[int]:
-        """The lines where `pattern`, which never spans lines (a set of literals), matches."""
-        starts = self.starts
-        return {bisect_right(starts, m.start()) - 1 for m in pattern.finditer(text)}
+    def holding(self, word: str, text: str) -> frozenset[int]:
+        """The lines where `word` occurs in `text` (the text or its lowered copy), searched once per scan."""
+        key = (word, text is self.text)
+        found = self.found.get(key)
+        if found is None:
+            out: set[int] = set()
+            starts = self.starts
+            at = text.find(word)
+            while at != -1:
+                line = bisect_right(starts, at) - 1
+                out.add(line)  # the rest of this line is settled: look again from the next line
+                at = text.find(word, starts[line + 1]) if line + 1 < len(starts) else -1
+            found = self.found[key] = frozenset(out)
+        return found
 
 
 class Words:
-    """A set of literals: looked for with `in` first (a C substring search), located by one regex only if present."""
+    """A set of literals, located with `str.find`: a C substring search per literal, where one regex alternation of
+    them would try every branch at every offset."""
 
     def __init__(self, words: list[str] | tuple[str, ...]) -> None:
         self.words = tuple(words)
-        self.pattern = re.compile("|".join(re.escape(w) for w in words))
 
     def lines(self, lines: Lines, text: str) -> set[int]:
         """The lines holding one of the words; `text` is the text itself or its lowered copy."""
-        if not any(w in text for w in self.words):
-            return set()
-        return lines.holding(self.pattern, text)
+        return set[int]().union(*(lines.holding(word, text) for word in self.words))
 
 
 class Plugin:
@@ -259,7 +274,7 @@ class Engine:
 
         found: list[Any] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
         plugins = [cls() for cls in found if cls.__name__ not in SKIPPED]
-        self.plugins = [Plugin(p, p.denylist, TRIGGERS.get(type(p).__name__)) for p in plugins]
+        self.plugins = [Plugin(p, _prechecks(p), TRIGGERS.get(type(p).__name__)) for p in plugins]
         self.keyword = Plugin(KeywordDetector(), (), (tuple(_literals(DENYLIST)),))
         self.keyword_groups = REGEX_BY_FILETYPE[FileType.YAML]  # config mode: quotes are optional
         self.secret_names = re.compile("|".join((*DENYLIST, "token")), re.I)
@@ -354,6 +369,11 @@ class Engine:
         ):
             return True
         return plugin is not None and (h.is_likely_id_string(value, line, plugin) or h.is_indirect_reference(line))
+
+
+def _prechecks(plugin: Any) -> list[re.Pattern[str]]:
+    suffix = SUFFIXES.get(type(plugin).__name__)
+    return [re.compile(suffix)] if suffix else list(plugin.denylist)
 
 
 def _literals(denylist: tuple[str, ...]) -> list[str]:
