@@ -37,11 +37,12 @@ def source_text() -> str:
 
 
 def sized(gen: bl.TextGen, code: str, size: int, i: int) -> str:
-    """Sample i of `size` characters: even ones prose in 80-column lines, odd ones a slice of the source."""
+    """Sample i of `size` characters: even ones prose in 80-column lines, odd ones whole lines of the source."""
     if i % 2 == 0:
         return "\n".join(textwrap.wrap(gen.text(size + 200), 80))[:size]
-    start = (i * 7919) % (len(code) - size)
-    return code[start : start + size]
+    start = code.index("\n", (i * 7919) % (len(code) - 2 * size)) + 1
+    lines = code[start : start + size]
+    return lines[: lines.rindex("\n")].ljust(size)  # whole lines, as a memory holds them
 
 
 def scan_latency(samples: int) -> list[tuple[object, ...]]:

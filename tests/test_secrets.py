@@ -173,6 +173,7 @@ KEYWORD_CASES = [
     (f"The {KW}: never share it", False),
     (f"def login(user: str, {KW}: str) -> bool:", False),  # a type, not a value
     (f"api_key = settings.API_KEY  # {KW} lives in the vault", False),  # a name, not a value
+    ("who, sec" + "ret = match.group", False),  # an attribute, not a value
     (f"{KW} = get{KW.title()}()", False),  # an indirect reference (detect-secrets' own filter)
     (f"{KW}: ${{DB_{KW.upper()}}}", False),  # a template (detect-secrets' own filter)
 ]

@@ -68,6 +68,7 @@ TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "StripeDetector": (("k_live_",),),
     "TwilioKeyDetector": (("AC", "SK"),),
 }
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # `secret = match.group`: an attribute, not a value
 TYPE_NAME = re.compile(r"(?:str|string|String|bytes|int|bool|Optional|SecretStr)\b")  # `password: str` declares
 DIGEST_PREFIX = re.compile(r"sha(?:1|224|256|384|512)-", re.I)  # subresource-integrity digests are not secrets
 # Plugins left out: the entropy pair (handled below, Hex not at all), the keyword plugin (run in config
@@ -337,11 +338,14 @@ class Engine:
 
     def _not_a_value(self, value: str, line: str) -> bool:
         """A keyword match that is no credential (hivemem's additions to the library's filters): a type
-        (`password: str`), a name without digits (`api_key = settings.API_KEY`), or prose after a colon
+        (`password: str`), a dotted or secret-naming name without digits (`api_key = settings.API_KEY`,
+        `header = 'X-API-Key'`), or prose after a colon
         (`the secret: never share it`), an unquoted run of words whose first is a plain word."""
         if TYPE_NAME.match(value):
             return True
-        if not any(c.isdigit() for c in value) and self.secret_names.search(value.replace("-", "_")):
+        if not any(c.isdigit() for c in value) and (
+            DOTTED_NAME.fullmatch(value) or self.secret_names.search(value.replace("-", "_"))
+        ):
             return True
         first, _, rest = value.partition(" ")
         quoted = f'"{value}' in line or f"'{value}" in line
