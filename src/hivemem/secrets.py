@@ -33,18 +33,18 @@ MIN_RANDOM = 16  # no shorter value has the entropy plugin's 4.5 bits per charac
 # Words that open a line to the entropy plugin (the gate keeps prose with hashes and ids out).
 ENTROPY_GATE = ("secret", "token", "apikey", "api_key", "api-key", "passw", "pwd", "cookie", "session", "auth",
                 "bearer", "credential")  # fmt: skip
-# Literal triggers: each match of the plugin holds a literal of every group, so the plugin runs only on the
-# lines holding them (read off the pinned version's patterns; a test checks each literal occurs in every pattern).
-# Lowercase literals are looked for in the lowered text, the others as written. A substring search costs
-# microseconds where a regex pass over 64 KB costs milliseconds (worst for case-insensitive alternations).
-GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-",
-          "gloas-")  # fmt: skip
 # For plugins with no literal, a suffix of their pattern that starts with one (so it is searched quickly): any match
 # of the whole pattern holds a match of its suffix.
 SUFFIXES = {
     "DiscordBotTokenDetector": r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",
     "TelegramBotTokenDetector": r":[0-9A-Za-z_-]{35}",
 }
+# Literal triggers: each match of the plugin holds a literal of every group, so the plugin runs only on the
+# lines holding them (read off the pinned version's patterns; a test checks each literal occurs in every pattern).
+# Lowercase literals are looked for in the lowered text, the others as written. A substring search costs
+# microseconds where a regex pass over 64 KB costs milliseconds (worst for case-insensitive alternations).
+GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-",
+          "gloas-")  # fmt: skip
 TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "AWSKeyDetector": (("a3t", "abia", "acca", "akia", "asia", "aws"),),
     "ArtifactoryDetector": (("AKC", "AP"),),
@@ -171,7 +171,7 @@ class Rule:
 
         A rule runs only on the lines that hold one of its keywords; a multiline rule on the whole text."""
         if self.multiline:
-            if not any(w in lowered for w in self.words.words):
+            if self.words.set.isdisjoint(lines.present):
                 return None
             hit = next((m for m in self.pattern.finditer(lines.text) if self._passes(m)), None)
             return None if hit is None else bisect_right(lines.starts, hit.start()) - 1
@@ -197,6 +197,7 @@ class Lines:
         self.text = text
         self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
         self.found: dict[tuple[str, bool], frozenset[int]] = {}
+        self.present: set[str] = set()  # the literals the text holds (lowercase ones in its lowered copy)
 
     def __getitem__(self, n: int) -> str:
         end = self.starts[n + 1] - 1 if n + 1 < len(self.starts) else len(self.text)
@@ -232,10 +233,13 @@ class Words:
 
     def __init__(self, words: list[str] | tuple[str, ...]) -> None:
         self.words = tuple(words)
+        self.set = frozenset(words)
 
     def lines(self, lines: Lines, text: str) -> set[int]:
         """The lines holding one of the words; `text` is the text itself or its lowered copy."""
-        return set[int]().union(*(lines.holding(word, text) for word in self.words))
+        if self.set.isdisjoint(lines.present):
+            return set()
+        return set[int]().union(*(lines.holding(w, text) for w in self.words if w in lines.present))
 
 
 class Plugin:
@@ -285,6 +289,10 @@ class Engine:
         self.heuristic = heuristic
         self.rules = load_rules()
         self.gate = Words(ENTROPY_GATE)
+        words = {w for p in [*self.plugins, self.keyword] for g in p.groups for part in g for w in part.words}
+        words |= {w for r in self.rules for w in r.words.words} | set(ENTROPY_GATE)
+        self.lowercase = tuple(sorted(w for w in words if w.islower()))
+        self.cased = tuple(sorted(words - set(self.lowercase)))
 
     def plugin_names(self) -> list[str]:
         return [type(p.plugin).__name__ for p in self.plugins]
@@ -294,6 +302,7 @@ class Engine:
         if len(lowered) != len(text):  # a few letters lower to two characters: keep offsets aligned
             lowered = text.translate(ASCII_LOWER)
         lines = Lines(text)
+        lines.present = {w for w in self.lowercase if w in lowered} | {w for w in self.cased if w in text}
         found = [f for f in (self._plugins(lines, lowered), self._rules(lines, lowered)) if f is not None]
         # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
         return min(found, key=lambda f: (f.line, f.kind == self.entropy_kind)) if found else None
