@@ -37,7 +37,7 @@ KNOWN_CYCLES = [{"hivemem.store.audit", "hivemem.store.clients"}]  # principals 
 ENV_READERS = ("paths.py", "config.py")
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 WARM_FORBIDDEN = ("apsw", "sqlite3", "_sqlite3", "numpy", "mcp", "pydantic", "http.client", "urllib.request",
-                  "asyncio", "httpx", "requests", "click")  # fmt: skip
+                  "asyncio", "httpx", "requests", "click", "detect_secrets", "yaml")  # fmt: skip
 
 
 @dataclass

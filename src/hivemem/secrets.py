@@ -1,17 +1,394 @@
-"""Secret detection for writes (SPEC 13). This first cut refuses hivemem's own tokens and keys."""
+"""Secret detection for every string hivemem stores (SPEC 13).
+
+The engine is Yelp's detect-secrets (pinned in pyproject.toml): its format plugins; its keyword plugin
+in config mode, so an unquoted `password=...` counts; and its Base64 entropy plugin only on lines that
+name a secret, and only for values that mix letters of both cases and digits. Hex entropy is off:
+commit SHAs, SHA-256 digests and UUIDs are everyday memory text. `secret_rules.toml` adds what the
+plugins lack (most rules derived from gitleaks, MIT; its notice is in that file).
+
+A scan is a pure function of the text. The plugins' string analysis and the library's filter
+functions are called directly, never its scan entry points, so no global settings are read or
+changed, no verification request is ever made, and any number of threads may scan at once.
+
+Importing detect-secrets takes about 0.3 s, so the engine is built on first use (or by `warm()`),
+never at import: the CLI's warm path imports this module's name and nothing behind it.
+"""
 
 from __future__ import annotations
 
+import math
 import re
+import threading
+import tomllib
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
 
-RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("hivemem_token", re.compile(r"hm1\.(g[0-9]+|owner)\.[A-Za-z0-9_-]{43}")),
-)
+RULES_FILE = "secret_rules.toml"
+NEWLINE = re.compile("\n")
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+MIN_RANDOM = 16  # no shorter value has the entropy plugin's 4.5 bits per character
+# Words that open a line to the entropy plugin (the gate keeps prose with hashes and ids out).
+ENTROPY_GATE = ("secret", "token", "apikey", "api_key", "api-key", "passw", "pwd", "cookie", "session", "auth",
+                "bearer", "credential")  # fmt: skip
+# For plugins with no literal, a suffix of their pattern that starts with one (so it is searched quickly): any match
+# of the whole pattern holds a match of its suffix.
+SUFFIXES = {
+    "DiscordBotTokenDetector": r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",
+    "TelegramBotTokenDetector": r":[0-9A-Za-z_-]{35}",
+}
+# Literal triggers: each match of the plugin holds a literal of every group, so the plugin runs only on the
+# lines holding them (read off the pinned version's patterns; a test checks each literal occurs in every pattern).
+# Lowercase literals are looked for in the lowered text, the others as written. A substring search costs
+# microseconds where a regex pass over 64 KB costs milliseconds (worst for case-insensitive alternations).
+GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-",
+          "gloas-")  # fmt: skip
+TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "AWSKeyDetector": (("a3t", "abia", "acca", "akia", "asia", "aws"),),
+    "ArtifactoryDetector": (("AKC", "AP"),),
+    "AzureStorageKeyDetector": (("accountkey=",),),
+    "BasicAuthDetector": (("://",),),
+    "CloudantDetector": (("cl",), ("key", "pw", "pass", "token", "cloudant.com")),
+    "GitHubTokenDetector": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),),
+    "GitLabTokenDetector": (GITLAB,),
+    "IbmCloudIamDetector": (("key", "pwd", "pass", "token"),),
+    "IbmCosHmacDetector": (("secret",), ("key",)),
+    "JwtTokenDetector": (("eyj",),),
+    "MailchimpDetector": (("-us",),),
+    "NpmDetector": (("_authtoken=",),),
+    "OpenAIDetector": (("t3blbkfj",),),
+    "PrivateKeyDetector": (("BEGIN", "PuTTY-User-Key-File"),),
+    "PypiTokenDetector": (("pypi-ag",),),
+    "SendGridDetector": (("sg.",),),
+    "SlackDetector": (("xox", "hooks.slack.com"),),
+    "SoftlayerDetector": (("sl", "softlayer"),),
+    "SquareOAuthDetector": (("sq0csp-",),),
+    "StripeDetector": (("k_live_",),),
+    "TwilioKeyDetector": (("AC", "SK"),),
+}
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # `secret = match.group`: an attribute, not a value
+TYPE_NAME = re.compile(r"(?:str|string|String|bytes|int|bool|Optional|SecretStr)\b")  # `password: str` declares
+DIGEST_PREFIX = re.compile(r"sha(?:1|224|256|384|512)-", re.I)  # subresource-integrity digests are not secrets
+# Plugins left out: the entropy pair (handled below, Hex not at all), the keyword plugin (run in config
+# mode below), and public IPv4 addresses, which are not credentials.
+SKIPPED = ("Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What was found and where (1-based line); never the value itself."""
+
+    kind: str
+    line: int
 
 
 def find(text: str) -> str | None:
     """The kind of the first secret in `text`, or None. Never returns the secret itself."""
-    for kind, pattern in RULES:
-        if pattern.search(text):
-            return kind
+    found = scan(text)
+    return found.kind if found else None
+
+
+def scan(text: str) -> Finding | None:
+    """The first secret in `text` (the lowest line), or None."""
+    return _engine().scan(text)
+
+
+def find_in(value: Any, at: str = "") -> tuple[str, str] | None:
+    """(JSON pointer, kind) of the first string in a JSON value that holds a secret, or None.
+
+    For writes whose text arrives inside a document rather than as params, as `store.import` does: its
+    refusal carries the pointer as `data.at` (SPEC 12.1). Object keys are names, not scanned.
+    """
+    if isinstance(value, str):
+        kind = find(value)
+        return None if kind is None else (at, kind)
+    members = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, member in members:
+        hit = find_in(member, f"{at}/{str(key).replace('~', '~0').replace('/', '~1')}")
+        if hit is not None:
+            return hit
     return None
+
+
+def ready() -> bool:
+    """Whether the engine is built, so a scan costs no import."""
+    return bool(_built)
+
+
+def warm() -> None:
+    """Build the engine now (the daemon does this at start, so no request pays for the import)."""
+    _engine()
+
+
+_lock = threading.Lock()
+_built: list[Engine] = []
+
+
+def _engine() -> Engine:
+    if not _built:
+        with _lock:
+            if not _built:
+                _built.append(Engine())
+    return _built[0]
+
+
+def shannon(value: str) -> float:
+    """Bits per character over the characters the value holds (gitleaks' entropy)."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+def classes(value: str) -> int:
+    """How many of lowercase letters, uppercase letters and digits `value` holds."""
+    return sum(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))
+
+
+def slug(secret_type: str) -> str:
+    """A plugin's secret type as a kind: `AWS Access Key` -> `aws-access-key`."""
+    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of secret_rules.toml."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    words: Words
+    entropy: float = 0.0
+    min_classes: int = 0
+    multiline: bool = False
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Rule:
+        return cls(raw["id"], re.compile(raw["regex"]), Words(raw["keywords"]), float(raw.get("entropy", 0.0)),
+                   int(raw.get("min_classes", 0)), bool(raw.get("multiline", False)))  # fmt: skip
+
+    def first(self, lines: Lines, lowered: str) -> int | None:
+        """The first line (from 0) holding a match whose value passes the checks, or None.
+
+        A rule runs only on the lines that hold one of its keywords; a multiline rule on the whole text."""
+        if self.multiline:
+            if self.words.set.isdisjoint(lines.present):
+                return None
+            hit = next((m for m in self.pattern.finditer(lines.text) if self._passes(m)), None)
+            return None if hit is None else bisect_right(lines.starts, hit.start()) - 1
+        for n in sorted(self.words.lines(lines, lowered)):
+            if any(self._passes(m) for m in self.pattern.finditer(lines[n])):
+                return n
+        return None
+
+    def _passes(self, match: re.Match[str]) -> bool:
+        value = next((g for g in match.groups() if g), match.group(0))
+        return shannon(value) >= self.entropy and classes(value) >= self.min_classes
+
+
+def load_rules() -> tuple[Rule, ...]:
+    data = tomllib.loads(resources.files("hivemem").joinpath(RULES_FILE).read_text("utf-8"))
+    return tuple(Rule.load(raw) for raw in data["rules"])
+
+
+class Lines:
+    """A text's lines (split at LF, a trailing CR dropped) and the line of any offset."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
+        self.found: dict[tuple[str, bool], frozenset[int]] = {}
+        self.present: set[str] = set()  # the literals the text holds (lowercase ones in its lowered copy)
+
+    def __getitem__(self, n: int) -> str:
+        end = self.starts[n + 1] - 1 if n + 1 < len(self.starts) else len(self.text)
+        return self.text[self.starts[n] : end].removesuffix("\r")
+
+    def spanned(self, pattern: re.Pattern[str], text: str) -> set[int]:
+        """The lines that the matches of `pattern` in `text` (the text or an aligned copy) touch."""
+        out: set[int] = set()
+        for m in pattern.finditer(text):
+            first = bisect_right(self.starts, m.start()) - 1
+            out.update(range(first, bisect_right(self.starts, max(m.end() - 1, m.start()))))
+        return out
+
+    def holding(self, word: str, text: str) -> frozenset[int]:
+        """The lines where `word` occurs in `text` (the text or its lowered copy), searched once per scan."""
+        key = (word, text is self.text)
+        found = self.found.get(key)
+        if found is None:
+            out: set[int] = set()
+            starts = self.starts
+            at = text.find(word)
+            while at != -1:
+                line = bisect_right(starts, at) - 1
+                out.add(line)  # the rest of this line is settled: look again from the next line
+                at = text.find(word, starts[line + 1]) if line + 1 < len(starts) else -1
+            found = self.found[key] = frozenset(out)
+        return found
+
+
+class Words:
+    """A set of literals, located with `str.find`: a C substring search per literal, where one regex alternation of
+    them would try every branch at every offset."""
+
+    def __init__(self, words: list[str] | tuple[str, ...]) -> None:
+        self.words = tuple(words)
+        self.set = frozenset(words)
+
+    def lines(self, lines: Lines, text: str) -> set[int]:
+        """The lines holding one of the words; `text` is the text itself or its lowered copy."""
+        if self.set.isdisjoint(lines.present):
+            return set()
+        return set[int]().union(*(lines.holding(w, text) for w in self.words if w in lines.present))
+
+
+class Plugin:
+    """One detect-secrets plugin and a cheap search for the lines worth running it on."""
+
+    def __init__(self, plugin: Any, patterns: Any, triggers: tuple[tuple[str, ...], ...] | None) -> None:
+        self.plugin = plugin
+        self.kind = slug(plugin.secret_type)
+        # Per trigger group: its lowercase literals (looked for in the lowered text) and the others (looked for
+        # as written). Without triggers, the plugin's own patterns, line-anchored.
+        self.groups = [(Words([w for w in g if w.islower()]), Words([w for w in g if not w.islower()]))
+                       for g in triggers or ()]  # fmt: skip
+        self.prechecks = () if triggers else tuple(re.compile(p.pattern, p.flags | re.M) for p in patterns)
+
+    def lines(self, lines: Lines, lowered: str) -> set[int]:
+        """Every line on which the plugin can match (a superset: a whole-text match covers each line match)."""
+        if not self.groups:
+            return set[int]().union(*(lines.spanned(p, lines.text) for p in self.prechecks))
+        found: set[int] | None = None
+        for low, cased in self.groups:
+            hits = low.lines(lines, lowered) | cased.lines(lines, lines.text)
+            found = hits if found is None else found & hits
+            if not found:
+                break
+        return found or set()
+
+
+class Engine:
+    """detect-secrets' plugins and filters, and the rule file, built once."""
+
+    def __init__(self) -> None:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.filters import heuristic
+        from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+        from detect_secrets.plugins.keyword import DENYLIST, REGEX_BY_FILETYPE, KeywordDetector
+        from detect_secrets.util.filetype import FileType
+
+        found: list[Any] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+        plugins = [cls() for cls in found if cls.__name__ not in SKIPPED]
+        self.plugins = [Plugin(p, _prechecks(p), TRIGGERS.get(type(p).__name__)) for p in plugins]
+        self.keyword = Plugin(KeywordDetector(), (), (tuple(_literals(DENYLIST)),))
+        self.keyword_groups = REGEX_BY_FILETYPE[FileType.YAML]  # config mode: quotes are optional
+        self.secret_names = re.compile("|".join((*DENYLIST, "token")), re.I)
+        self.entropy = Base64HighEntropyString()
+        self.entropy_kind = slug(self.entropy.secret_type)
+        self.tokens = re.compile(f"[{re.escape(self.entropy.charset)}]+")  # the plugin's unquoted-string form
+        self.heuristic = heuristic
+        self.rules = load_rules()
+        self.gate = Words(ENTROPY_GATE)
+        words = {w for p in [*self.plugins, self.keyword] for g in p.groups for part in g for w in part.words}
+        words |= {w for r in self.rules for w in r.words.words} | set(ENTROPY_GATE)
+        self.lowercase = tuple(sorted(w for w in words if w.islower()))
+        self.cased = tuple(sorted(words - set(self.lowercase)))
+
+    def plugin_names(self) -> list[str]:
+        return [type(p.plugin).__name__ for p in self.plugins]
+
+    def scan(self, text: str) -> Finding | None:
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a few letters lower to two characters: keep offsets aligned
+            lowered = text.translate(ASCII_LOWER)
+        lines = Lines(text)
+        lines.present = {w for w in self.lowercase if w in lowered} | {w for w in self.cased if w in text}
+        found = [f for f in (self._plugins(lines, lowered), self._rules(lines, lowered)) if f is not None]
+        # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
+        return min(found, key=lambda f: (f.line, f.kind == self.entropy_kind)) if found else None
+
+    def _rules(self, lines: Lines, lowered: str) -> Finding | None:
+        best: tuple[int, str] | None = None
+        for rule in self.rules:
+            n = rule.first(lines, lowered)
+            if n is not None and (best is None or n < best[0]):
+                best = (n, rule.kind)
+        return Finding(best[1], best[0] + 1) if best else None
+
+    def _plugins(self, lines: Lines, lowered: str) -> Finding | None:
+        todo: dict[int, list[Plugin]] = {}
+        for check in (*self.plugins, self.keyword):
+            for n in check.lines(lines, lowered):
+                todo.setdefault(n, []).append(check)
+        gated = self.gate.lines(lines, lowered)
+        for n in sorted(todo.keys() | gated):
+            kind = self._line(lines[n], todo.get(n, []), n in gated)
+            if kind is not None:
+                return Finding(kind, n + 1)
+        return None
+
+    def _line(self, line: str, checks: list[Plugin], gated: bool) -> str | None:
+        for check in checks:
+            if any(self._secret(check, v, line) for v in self._values(check, line)):
+                return check.kind
+        if gated and any(self._random(v, line) for v in self.tokens.findall(line)):
+            return self.entropy_kind
+        return None
+
+    def _values(self, check: Plugin, line: str) -> Any:
+        if check is self.keyword:
+            return check.plugin.analyze_string(line, denylist_regex_to_group=self.keyword_groups)
+        return check.plugin.analyze_string(line)
+
+    def _secret(self, check: Plugin, value: str, line: str) -> bool:
+        if check is self.keyword:
+            return not self._filtered(value, line, check.plugin) and not self._not_a_value(value, line)
+        return not self._filtered(value)
+
+    def _not_a_value(self, value: str, line: str) -> bool:
+        """A keyword match that is no credential (hivemem's additions to the library's filters): a type
+        (`password: str`), a dotted or secret-naming name without digits (`api_key = settings.API_KEY`,
+        `header = 'X-API-Key'`), or prose after a colon
+        (`the secret: never share it`), an unquoted run of words whose first is a plain word."""
+        if TYPE_NAME.match(value):
+            return True
+        if not any(c.isdigit() for c in value) and (
+            DOTTED_NAME.fullmatch(value) or self.secret_names.search(value.replace("-", "_"))
+        ):
+            return True
+        first, _, rest = value.partition(" ")
+        quoted = f'"{value}' in line or f"'{value}" in line
+        return bool(rest) and not quoted and first.isalpha() and (first.islower() or first[1:].islower())
+
+    def _random(self, value: str, line: str) -> bool:
+        """The entropy plugin's test, on base64-shaped values that mix cases and digits."""
+        return (
+            len(value) > MIN_RANDOM
+            and classes(value) == 3
+            and not DIGEST_PREFIX.match(value)
+            and self.entropy.calculate_shannon_entropy(value) > self.entropy.entropy_limit
+            and not self._filtered(value, line, self.entropy)
+        )
+
+    def _filtered(self, value: str, line: str = "", plugin: Any = None) -> bool:
+        """detect-secrets' default heuristic filters; the ones that judge the line only for context plugins."""
+        h = self.heuristic
+        if (
+            h.is_sequential_string(value)
+            or h.is_potential_uuid(value)
+            or h.is_templated_secret(value)
+            or h.is_prefixed_with_dollar_sign(value)
+            or h.is_not_alphanumeric_string(value)
+        ):
+            return True
+        return plugin is not None and (h.is_likely_id_string(value, line, plugin) or h.is_indirect_reference(line))
+
+
+def _prechecks(plugin: Any) -> list[re.Pattern[str]]:
+    suffix = SUFFIXES.get(type(plugin).__name__)
+    return [re.compile(suffix)] if suffix else list(plugin.denylist)
+
+
+def _literals(denylist: tuple[str, ...]) -> list[str]:
+    """The keyword plugin's denylist as plain words: `api_?key` gives `apikey` and `api_key`."""
+    return [w for entry in denylist for w in dict.fromkeys((entry.replace("_?", ""), entry.replace("_?", "_")))]

@@ -94,7 +94,7 @@ def _ping(args: list[str]) -> int:
 def _doctor(args: list[str]) -> int:
     from hivemem.doctor import run
 
-    report = run()
+    report = run(progress=output.progress)
     output.result("doctor", report, "--json" in args)
     return int(report["status"])
 

@@ -34,6 +34,13 @@ def warnings(messages: list[str]) -> None:
         sys.stderr.write(f"warning: {message}\n")
 
 
+def progress(done: int, total: int, final: bool) -> None:
+    """`scanned N of M` on one rewritten stderr line, on a terminal only (pipes and --json readers see nothing)."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\rscanned {done} of {total}" + ("\n" if final else ""))
+        sys.stderr.flush()
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 

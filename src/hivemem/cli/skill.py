@@ -44,7 +44,10 @@ memory says so. `source`, `provenance` and session lineage are claims made by wh
 - The user asks you to remember something, states a lasting preference, or corrects you in a way that should last.
 - You learn a durable fact about the repository, a decision and its reason, a convention, a working procedure, or
   a lesson from a mistake, that a later session would otherwise have to rediscover.
-- Not: secrets (they are refused), transcripts, file contents, guesses, or anything true only for this turn.
+- Not: secrets, transcripts, file contents, guesses, or anything true only for this turn.
+- Never store a credential: text holding an API key, token, private key, password or session cookie is refused
+  (`invalid_params.secret_content`, naming the kind, never the value), so remove it and store the rest; the scan
+  is not complete, so do not rely on it to catch one.
 - Search first: if a memory already says it, update that one instead of adding another. Adding the same content
   to the same space again is safe and returns the existing memory (`changed: false`).
 

@@ -6,12 +6,13 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 
 import apsw
 
 from hivemem import config as config_mod
-from hivemem import paths
+from hivemem import paths, secrets
 from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
 from hivemem.errors import Failed, HivememError
@@ -60,6 +61,8 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     locks, store, owner_key, sock = started
     log.write(f"serving {where.store}{' read-only' if store.readonly else ''} on {where.socket}")
     lifecycle.report(ready_fd)
+    # The secret detector's import takes a few tenths of a second: build it now, beside the first requests.
+    threading.Thread(target=secrets.warm, name="secrets-warm", daemon=True).start()
     server = Server(store, config, owner_key, log, reload=reload)
     try:
         run(server, sock, where.socket)

@@ -18,6 +18,7 @@ from hivemem.store.audit import verify_chain
 from hivemem.store.db import all_rows
 from hivemem.store.migrations import check_header
 from hivemem.store.schema import VERSION
+from hivemem.store.secret_scan import Progress, Report, scan_stored
 
 Finding = dict[str, Any]
 Check = Callable[[apsw.Connection], list[Finding]]
@@ -102,6 +103,19 @@ def check_file(path: str, checks: dict[str, Check] = QUICK) -> list[Finding]:
         store = open_reader(path)
         try:
             return run(store.conn, checks)
+        finally:
+            store.close()
+    finally:
+        os.umask(old)
+
+
+def scan_secrets(path: str, budget_s: float, progress: Progress | None = None) -> Report:
+    """Scan the live memories of the store file for secrets (read-only, under umask 077), within `budget_s`."""
+    old = os.umask(0o077)
+    try:
+        store = open_reader(path)
+        try:
+            return scan_stored(store.conn, budget_s, progress)
         finally:
             store.close()
     finally:
