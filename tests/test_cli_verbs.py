@@ -503,7 +503,7 @@ def test_store_status_fields_and_counts(home: Home) -> None:
     assert set(result) == {"path", "schema_version", "sqlite_version", "bytes", "memories", "drafts", "archived",
                            "deleted", "versions", "sessions", "vectors", "pending", "embeddings"}  # fmt: skip
     assert os.path.samefile(result["path"], home.paths.store)
-    assert result["schema_version"] == 1
+    assert result["schema_version"] == 2
     version = tuple(int(x) for x in result["sqlite_version"].split("."))
     assert version >= (3, 42, 0)
     assert result["bytes"] > 0

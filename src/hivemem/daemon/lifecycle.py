@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -93,6 +94,14 @@ def report(fd: int | None, error: HivememError | None = None) -> None:
         os.close(fd)
     except OSError:
         pass
+
+
+def progress(fd: int | None, line: str) -> None:
+    """A progress line for the starting client (a migration at work); it waits on while they come."""
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):  # a starter that gave up has closed its end
+        os.write(fd, f"progress {line}\n".encode())
 
 
 class Log:

@@ -34,6 +34,11 @@ def reload() -> tuple[config_mod.Config, Limits]:
     return config, limits_from(config)
 
 
+def _progress(log: lifecycle.Log, ready_fd: int | None, line: str) -> None:
+    log.write(line)
+    lifecycle.progress(ready_fd, line)
+
+
 def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     """Run the daemon in the foreground; returns the exit code (run by hand, start-up errors are raised)."""
     if on_demand and os.fork() > 0:
@@ -57,7 +62,7 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
         return exc.exit_code
     log = lifecycle.Log(where)
     try:
-        store = open_store(where.store, limits_from(config))
+        store = open_store(where.store, limits_from(config), progress=lambda line: _progress(log, ready_fd, line))
         memories.remove_tombstones(store.conn, store.limits.tombstone_days)
         owner_key = ensure_owner_key(where.owner_key)
         sock = lifecycle.bind(where.socket)

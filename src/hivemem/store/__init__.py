@@ -8,7 +8,7 @@ import apsw
 
 from hivemem.store.db import connect
 from hivemem.store.limits import Limits
-from hivemem.store.migrations import check_header, open_and_migrate
+from hivemem.store.migrations import Progress, check_header, open_and_migrate
 
 
 class Store:
@@ -32,10 +32,10 @@ class Store:
         self.conn.close()
 
 
-def open_store(path: str, limits: Limits | None = None) -> Store:
-    """Open (creating or migrating) the store at `path` for writing."""
+def open_store(path: str, limits: Limits | None = None, progress: Progress | None = None) -> Store:
+    """Open (creating or migrating) the store at `path` for writing; a migration reports to `progress`."""
     backups = os.path.join(os.path.dirname(path), "backups")
-    return Store(open_and_migrate(path, backups), path, limits or Limits())
+    return Store(open_and_migrate(path, backups, progress), path, limits or Limits())
 
 
 def open_reader(path: str, limits: Limits | None = None) -> Store:
