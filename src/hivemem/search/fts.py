@@ -146,11 +146,11 @@ def document_counts(conn: apsw.Connection, words: list[str]) -> list[int]:
 _SIDE: weakref.WeakKeyDictionary[apsw.Connection, apsw.Connection] = weakref.WeakKeyDictionary()
 
 
-def snippets(conn: apsw.Connection, words: list[str], contents: dict[int, str]) -> dict[int, str]:
-    """`snippet(memory_fts, 1, '', '', '…', 64)` for a page of rows, made on an in-memory FTS5 table that holds
-    only them, with the same tokenizer and column: a snippet depends only on its row's text and the query's
-    phrases, so it is the same, and the store's index is not searched again for each row."""
-    if not contents or not words:
+def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str, str, str]]) -> dict[int, str]:
+    """`snippet(memory_fts, 1, '', '', '…', 64)` for a page of rows ({id: (title, content, tags)}), made on an
+    in-memory FTS5 table that holds only them, with the same tokenizer and columns: a snippet depends only on
+    its row's text and the query's phrases, so it is the same, and the store's index is not searched again."""
+    if not texts or not words:
         return {}
     side = _SIDE.get(conn)
     if side is None:
@@ -160,7 +160,8 @@ def snippets(conn: apsw.Connection, words: list[str], contents: dict[int, str]) 
                      f"tokenize = '{TOKENIZER} porter unicode61 remove_diacritics 2')")  # fmt: skip
     side.execute("BEGIN")
     try:
-        side.executemany("INSERT INTO s(rowid, content) VALUES (?, ?)", list(contents.items()))
+        side.executemany("INSERT INTO s(rowid, title, content, tags) VALUES (?, ?, ?, ?)",
+                         [(m, *text) for m, text in texts.items()])  # fmt: skip
         rows = all_rows(side, f"SELECT rowid, {SNIPPET} FROM s WHERE s MATCH ?", (match_expression(words),))
     finally:
         side.execute("ROLLBACK")

@@ -25,7 +25,7 @@ def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str
     with snapshot(conn):
         ids = fts.ranked(conn, words, flt, min(limit, fts.LIST_MAX))
         rows = rows_by_id(conn, ids)
-    snippets = fts.snippets(conn, words, {m: rows[m][4] for m in ids if m in rows})
+    snippets = fts.snippets(conn, words, {m: (rows[m][3], rows[m][4], rows[m][5]) for m in ids if m in rows})
     results = []
     for rank, memory in enumerate((m for m in ids if m in rows), start=1):
         hit = item(rows[memory])
