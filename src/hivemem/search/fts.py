@@ -30,7 +30,6 @@ LIST_MAX = 100
 SMALL = 8  # spaces holding at most 1/SMALL of the store are searched inside MATCH
 COUNTS_MAX = 20_000  # cached per-term row counts per connection, before the cache starts over
 BM25 = "bm25(memory_fts, 5.0, 1.0, 3.0)"
-SNIPPET = "snippet(s, 1, '', '', '…', 64)"
 
 
 def match_expression(words: list[str]) -> str:
@@ -144,25 +143,45 @@ def document_counts(conn: apsw.Connection, words: list[str]) -> list[int]:
 
 
 _SIDE: weakref.WeakKeyDictionary[apsw.Connection, apsw.Connection] = weakref.WeakKeyDictionary()
+WINDOW = 64  # snippet() tokens
+TOKENIZE = (TOKENIZER, "porter", "unicode61", "remove_diacritics", "2")
 
 
 def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str, str, str]]) -> dict[int, str]:
-    """`snippet(memory_fts, 1, '', '', '…', 64)` for a page of rows ({id: (title, content, tags)}), made on an
-    in-memory FTS5 table that holds only them, with the same tokenizer and columns: a snippet depends only on
-    its row's text and the query's phrases, so it is the same, and the store's index is not searched again."""
+    """`snippet(memory_fts, 1, '', '', '…', 64)` for a page of rows ({id: (title, content, tags)}).
+
+    A content of at most 64 tokens is its own snippet (FTS5 then shows the whole column). Longer ones are
+    cut on an in-memory FTS5 table that holds only the page, with the same tokenizer and columns: a snippet
+    depends only on its row's text and the query's phrases, so it is the same as the store's, and the
+    store's index is not searched again for each row."""
     if not texts or not words:
         return {}
+    side = _side(conn)
+    tokenize = side.fts5_tokenizer(TOKENIZE[0], list(TOKENIZE[1:]))
+    out: dict[int, str] = {}
+    long: list[tuple[int, str, str, str]] = []
+    for memory, (title, content, tags) in texts.items():
+        size = len(tokenize(content.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False))
+        if size <= WINDOW:
+            out[memory] = content
+        else:
+            long.append((memory, title, content, tags))
+    if long:
+        side.execute("BEGIN")
+        try:
+            side.executemany("INSERT INTO s(rowid, title, content, tags) VALUES (?, ?, ?, ?)", long)
+            sql = f"SELECT rowid, snippet(s, 1, '', '', '…', {WINDOW}) FROM s WHERE s MATCH ?"
+            out |= {int(r[0]): str(r[1]) for r in all_rows(side, sql, (match_expression(words),))}
+        finally:
+            side.execute("ROLLBACK")
+    return out
+
+
+def _side(conn: apsw.Connection) -> apsw.Connection:
+    """The in-memory connection that cuts snippets for `conn` (one per connection, like the thread using it)."""
     side = _SIDE.get(conn)
     if side is None:
         side = _SIDE[conn] = apsw.Connection(":memory:")
         prepare(side)
-        side.execute(f"CREATE VIRTUAL TABLE s USING fts5(title, content, tags, "
-                     f"tokenize = '{TOKENIZER} porter unicode61 remove_diacritics 2')")  # fmt: skip
-    side.execute("BEGIN")
-    try:
-        side.executemany("INSERT INTO s(rowid, title, content, tags) VALUES (?, ?, ?, ?)",
-                         [(m, *text) for m, text in texts.items()])  # fmt: skip
-        rows = all_rows(side, f"SELECT rowid, {SNIPPET} FROM s WHERE s MATCH ?", (match_expression(words),))
-    finally:
-        side.execute("ROLLBACK")
-    return {int(r[0]): str(r[1]) for r in rows}
+        side.execute(f"CREATE VIRTUAL TABLE s USING fts5(title, content, tags, tokenize = '{' '.join(TOKENIZE)}')")
+    return side
