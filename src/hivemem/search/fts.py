@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import weakref
 from itertools import pairwise
-from typing import Any
+from typing import Any, cast
 
 import apsw
 
@@ -161,7 +161,8 @@ def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str
     out: dict[int, str] = {}
     long: list[tuple[int, str, str, str]] = []
     for memory, (title, content, tags) in texts.items():
-        size = len(tokenize(content.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False))
+        found = tokenize(content.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
+        size = len(cast(list[Any], found))  # APSW returns a list
         if size <= WINDOW:
             out[memory] = content
         else:
