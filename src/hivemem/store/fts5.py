@@ -36,23 +36,26 @@ def prepare(conn: apsw.Connection) -> None:
 
 def tokenizer_factory(conn: apsw.Connection, args: list[str]) -> Callable[[bytes, int, str | None], Tokens]:
     inner = conn.fts5_tokenizer(args[0], args[1:])
+    aux, query, document, mark = apsw.FTS5_TOKENIZE_AUX, apsw.FTS5_TOKENIZE_QUERY, apsw.FTS5_TOKENIZE_DOCUMENT, MARK
 
     def plain(utf8: bytes, flags: int) -> Tokens:
-        if flags & apsw.FTS5_TOKENIZE_AUX:  # highlight and snippet need offsets; indexing and queries do not
+        if flags & aux:  # highlight and snippet need offsets; indexing and queries do not
             return cast(Tokens, inner(utf8, flags, None))  # APSW returns a list
         return cast(Tokens, inner(utf8, flags, None, include_offsets=False, include_colocated=False))
 
+    # Called for every column of every indexed row: the common case (no CJK) stays one call into FTS5's own.
     def tokenize(utf8: bytes, flags: int, locale: str | None) -> Tokens:
-        if flags & apsw.FTS5_TOKENIZE_QUERY and utf8[:1] == MARK.encode():
+        if not utf8:
+            return []
+        if flags & query and utf8[:1] == b"\x01":
             return [utf8.decode("utf-8")]
         if utf8.isascii():
             found = plain(utf8, flags)
         else:
             text = utf8.decode("utf-8")
             found = mixed(text, flags, plain) if CJK_RUN.search(text) else plain(utf8, flags)
-        if locale and found and flags & apsw.FTS5_TOKENIZE_DOCUMENT:
-            first = found[0]
-            found = [(*first, MARK + locale) if isinstance(first, tuple) else (first, MARK + locale), *found[1:]]
+        if locale and found and flags & document:  # DOCUMENT tokens carry no offsets: a bare token
+            found[0] = (found[0], mark + locale)
         return found
 
     return tokenize
