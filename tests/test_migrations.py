@@ -77,6 +77,20 @@ def test_v1_fixture_migrates_to_v2_and_serves(home: Home) -> None:
     assert "from schema 1 to 2" in log and "search index: 3 of 3 memories" in log
 
 
+def test_purge_after_a_migration_erases_the_memory_from_the_version_1_backup(home: Home) -> None:
+    install(home, os.path.join(FIXTURES, "store-v1.db"))
+    home.ok("memory", "purge", "--id", "m2")
+    home.stop_daemon()
+    backup = os.path.join(home.paths.data_dir, "backups", "store.db.bak-v1")
+    assert header(backup) == (HVMM, 1)
+    with open(backup, "rb") as f:
+        assert b"zigversion" not in f.read()
+    conn = apsw.Connection(backup)
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 2
+    conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")  # its index agrees
+    conn.close()
+
+
 def test_v2_fixture_opens_unchanged_and_serves(home: Home) -> None:
     store = install(home, os.path.join(FIXTURES, "store-v2.db"))
     status = home.ok("store", "status")

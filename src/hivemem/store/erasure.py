@@ -8,8 +8,8 @@ import os
 import apsw
 
 from hivemem.errors import Unavailable
+from hivemem.store import fts_index
 from hivemem.store.db import atomic, connect
-from hivemem.store.memories import unindex
 
 
 def checkpoint(conn: apsw.Connection) -> None:
@@ -36,7 +36,7 @@ def scrub_backups(directory: str, memory: int) -> None:
             continue
         try:
             with atomic(conn):
-                unindex(conn, memory)
+                fts_index.remove_any_version(conn, memory)
                 conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             conn.execute("VACUUM")

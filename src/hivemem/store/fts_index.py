@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import apsw
 
-from hivemem.store.db import all_rows
+from hivemem.store.db import all_rows, scalar
 
 BATCH = 2000
 
@@ -30,6 +30,18 @@ def remove(conn: apsw.Connection, memory: int) -> None:
     conn.execute(
         "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
         "FROM memory_fts_source WHERE id = ?",
+        (memory,),
+    )
+
+
+def remove_any_version(conn: apsw.Connection, memory: int) -> None:
+    """`remove` in a database of any schema version (a backup keeps the version it was taken at)."""
+    if int(scalar(conn, "PRAGMA user_version") or 0) >= 2:
+        remove(conn, memory)
+        return
+    conn.execute(  # version 1: external content straight from `memories`
+        "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
+        "FROM memories WHERE id = ? AND deleted IS NULL AND status = 'active'",
         (memory,),
     )
 
