@@ -22,9 +22,10 @@ from typing import Any, cast
 
 import apsw
 
-from hivemem.store.db import all_rows, one, scalar
+from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
 from hivemem.store.fts5 import MARK, RANK, TOKENIZER, prepare
+from hivemem.store.memories import COLUMNS
 
 LIST_MAX = 100
 SMALL = 8  # spaces holding at most 1/SMALL of the store are searched inside MATCH
@@ -60,6 +61,17 @@ def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LI
     if alone:
         return _ids(conn, WHOLE.format(rank=rank), (*counts, match, limit))
     return _ids(conn, JOINED.format(rank=rank, where=where), (*counts, match, *args, limit))
+
+
+def page_rows(conn: apsw.Connection, ids: list[int], flt: Filter) -> dict[int, Row]:
+    """The rows of a page of ids that the filter admits: the filter is checked once more on the rows
+    themselves, so an index out of step with them (a bug, a hand edit) can never show what it should not."""
+    if not ids:
+        return {}
+    where, args = flt.where("m")
+    marks = ",".join("?" * len(ids))
+    rows = all_rows(conn, f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {where}", (*ids, *args))
+    return {int(r[0]): r for r in rows}
 
 
 WHOLE = "SELECT rowid, {rank} AS r FROM memory_fts WHERE memory_fts MATCH ? ORDER BY r, rowid DESC LIMIT ?"

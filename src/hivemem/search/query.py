@@ -12,7 +12,7 @@ from hivemem.search.fuse import K
 from hivemem.search.terms import terms
 from hivemem.store.db import snapshot
 from hivemem.store.filters import Filter
-from hivemem.store.listing import item, rows_by_id
+from hivemem.store.listing import item
 
 
 def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str) -> dict[str, Any]:
@@ -24,7 +24,7 @@ def search(conn: apsw.Connection, query: str, flt: Filter, limit: int, mode: str
     # `limit` rows of the list are ranked, read and given snippets (D39, D62).
     with snapshot(conn):
         ids = fts.ranked(conn, words, flt, min(limit, fts.LIST_MAX))
-        rows = rows_by_id(conn, ids)
+        rows = fts.page_rows(conn, ids, flt)
     snippets = fts.snippets(conn, words, {m: (rows[m][3], rows[m][4], rows[m][5]) for m in ids if m in rows})
     results = []
     for rank, memory in enumerate((m for m in ids if m in rows), start=1):

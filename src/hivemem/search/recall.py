@@ -13,7 +13,6 @@ from hivemem.store.clients import Readable
 from hivemem.store.db import all_rows, scalar, snapshot
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
-from hivemem.store.listing import rows_by_id
 from hivemem.store.memories import COLUMNS, shape
 
 SESSION_KINDS = ("preference", "convention", "lesson", "procedure")
@@ -42,7 +41,7 @@ def matching(conn: apsw.Connection, query: str, flt: Filter, limit: int) -> tupl
         return [], 0
     with snapshot(conn):
         ids = fts.ranked(conn, words, flt)
-        rows = rows_by_id(conn, ids[:limit])
+        rows = fts.page_rows(conn, ids[:limit], flt)
     return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
 
 
