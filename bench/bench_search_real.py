@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -44,7 +45,7 @@ import apsw
 import benchlib as bl
 from hivemem import ops
 from hivemem.search import fts
-from hivemem.store import db, open_reader
+from hivemem.store import open_reader
 from hivemem.store.clients import owner
 
 PAGE = 10
@@ -108,8 +109,11 @@ def alone_table(conn: Any, space: str) -> Any:
     columns = [r[1] for r in conn.execute("PRAGMA table_info(memory_fts)").fetchall()]
     tokenize = create[create.index("tokenize") :].rstrip(")")
     alone = apsw.Connection(":memory:")
-    prepare = getattr(db, "prepare", None)  # registers hivemem's tokenizer where the schema needs one
-    if prepare is not None:
+    try:
+        from hivemem.store.fts5 import prepare  # schema 2: the `hivemem` tokenizer
+    except ImportError:  # measuring version 1, whose tokenizer is FTS5's own
+        pass
+    else:
         prepare(alone)
     alone.execute(f"CREATE VIRTUAL TABLE memory_fts USING fts5({', '.join(columns)}, {tokenize})")
     rows = conn.execute(
@@ -205,14 +209,34 @@ def rotate(runners: dict[str, Runner], queries: list[str]) -> tuple[dict[str, li
     return lat, differ
 
 
-def measure(case: str, turns: list[str], queries: list[str], warmup: int, keep: bool) -> dict[str, Any]:
+def home_for(name: str, cache: str | None) -> bl.Home:
+    """A fresh home, or with --cache the one kept there from an earlier run of the same code (prefill is slow)."""
+    home = bl.Home(name)
+    if cache:
+        base = os.path.join(cache, name)
+        shutil.rmtree(home.base)
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        home.base = base
+        for var, sub in zip(bl.XDG, ("data", "config", "state", "run"), strict=True):
+            home.env[var] = os.path.join(base, sub)
+        home.activate()
+    return home
+
+
+def measure(case: str, turns: list[str], queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
     size, spaces = CASES[case]
     space = space_of(MEASURED if spaces > 1 else 0)
-    home = bl.Home(f"real-{size}-{spaces}")
+    home = home_for(f"real-{size}-{spaces}", args.cache)
+    warmup = args.warmup
     try:
         t = time.perf_counter()
-        added = bl.prefill(home, corpus(turns, size, spaces))
-        print(f"  {case}: prefilled {added:,} memories in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+        if os.path.exists(home.paths.store):
+            existing = open_reader(home.paths.store)
+            added = int(existing.conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+            existing.close()
+        else:
+            added = bl.prefill(home, corpus(turns, size, spaces))
+        print(f"  {case}: {added:,} memories ready in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         client = home.client()
         client.call("store.status")  # starts the daemon
         store = open_reader(home.paths.store)
@@ -233,7 +257,7 @@ def measure(case: str, turns: list[str], queries: list[str], warmup: int, keep: 
         store.close()
         client.close()
     finally:
-        home.cleanup(keep)
+        home.cleanup(args.keep or bool(args.cache))
     row: dict[str, Any] = {"case": case, "memories": added, "differ": differ}
     for name, values in lat.items():
         row[name] = bl.ms(bl.pct(values, 50))
@@ -281,6 +305,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=500, help="timed queries (default 500)")
     parser.add_argument("--warmup", type=int, default=50, help="untimed warm-up queries per case (default 50)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes under bench/out/")
+    parser.add_argument("--cache", help="keep the prefilled homes in this directory and reuse them on the next run")
     args = parser.parse_args()
     data = bl.data_dir()
     root = data / "locomo" if data else None
@@ -294,7 +319,7 @@ def main() -> int:
     queries = questions[::4][: args.queries]
     rows = []
     for case in [c for c in args.cases.split(",") if c]:
-        rows.append(measure(case, turns, queries, args.warmup, args.keep))
+        rows.append(measure(case, turns, queries, args))
         print(rows[-1], file=sys.stderr, flush=True)
     print(f"{len(queries)} queries per case ({args.warmup} warm-up); load average at end: {bl.load()}\n")
     return 0 if report(rows) else 1
