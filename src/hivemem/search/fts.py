@@ -31,6 +31,7 @@ LIST_MAX = 100
 SMALL = 8  # spaces holding at most 1/SMALL of the store are searched inside MATCH
 COUNTS_MAX = 20_000  # cached per-term row counts per connection, before the cache starts over
 BM25 = "bm25(memory_fts, 5.0, 1.0, 3.0)"
+TOKENIZE = (TOKENIZER, "porter", "unicode61", "remove_diacritics", "2")  # memory_fts's tokenizer and its arguments
 
 
 def match_expression(words: list[str]) -> str:
@@ -140,23 +141,28 @@ def document_counts(conn: apsw.Connection, words: list[str]) -> list[int]:
     Counting reads a term's whole doclist, so counts are kept per connection until the store changes: every
     committed change appends an audit event, so the events sequence, read inside the caller's snapshot,
     tells whether the cached counts still describe it (tombstone removal writes none, and touches no indexed
-    row)."""
+    row). A term that is one token is counted by fts5vocab, which walks the doclist about twice as fast as
+    a MATCH; a phrase (`snake_case`) by MATCH."""
     version = int(scalar(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'") or 0)
     cached = _COUNTS.get(conn)
     counts = cached[1] if cached is not None and cached[0] == version and len(cached[1]) < COUNTS_MAX else {}
     _COUNTS[conn] = (version, counts)
-    for word in words:
-        if word not in counts:
-            found = scalar(
-                conn, "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (match_expression([word]),)
-            )
-            counts[word] = int(found)
+    missing = [w for w in dict.fromkeys(words) if w not in counts]
+    if missing:
+        tokenize = conn.fts5_tokenizer(TOKENIZE[0], list(TOKENIZE[1:]))
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_fts_vocab USING fts5vocab(main, memory_fts, row)")
+    for word in missing:
+        found = cast(list[Any], tokenize(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False))
+        if len(found) == 1 and isinstance(found[0], str):
+            counts[word] = int(scalar(conn, "SELECT doc FROM temp.memory_fts_vocab WHERE term = ?", found) or 0)
+        else:
+            sql = "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?"
+            counts[word] = int(scalar(conn, sql, (match_expression([word]),)))
     return [counts[w] for w in words]
 
 
 _SIDE: weakref.WeakKeyDictionary[apsw.Connection, apsw.Connection] = weakref.WeakKeyDictionary()
 WINDOW = 64  # snippet() tokens
-TOKENIZE = (TOKENIZER, "porter", "unicode61", "remove_diacritics", "2")
 
 
 def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str, str, str]]) -> dict[int, str]:
