@@ -141,21 +141,13 @@ def document_counts(conn: apsw.Connection, words: list[str]) -> list[int]:
     Counting reads a term's whole doclist, so counts are kept per connection until the store changes: every
     committed change appends an audit event, so the events sequence, read inside the caller's snapshot,
     tells whether the cached counts still describe it (tombstone removal writes none, and touches no indexed
-    row). A term that is one token is counted by fts5vocab, which walks the doclist about twice as fast as
-    a MATCH; a phrase (`snake_case`) by MATCH."""
+    row). (fts5vocab counts a one-token term only 0-40% faster than this MATCH, measured.)"""
     version = int(scalar(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'") or 0)
     cached = _COUNTS.get(conn)
     counts = cached[1] if cached is not None and cached[0] == version and len(cached[1]) < COUNTS_MAX else {}
     _COUNTS[conn] = (version, counts)
-    missing = [w for w in dict.fromkeys(words) if w not in counts]
-    if missing:
-        tokenize = conn.fts5_tokenizer(TOKENIZE[0], list(TOKENIZE[1:]))
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_fts_vocab USING fts5vocab(main, memory_fts, row)")
-    for word in missing:
-        found = cast(list[Any], tokenize(word.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False))
-        if len(found) == 1 and isinstance(found[0], str):
-            counts[word] = int(scalar(conn, "SELECT doc FROM temp.memory_fts_vocab WHERE term = ?", found) or 0)
-        else:
+    for word in words:
+        if word not in counts:
             sql = "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?"
             counts[word] = int(scalar(conn, sql, (match_expression([word]),)))
     return [counts[w] for w in words]
