@@ -35,6 +35,7 @@ import benchlib as bl
 from hivemem.client import DaemonClient
 from hivemem.config import load
 from hivemem.search import fts
+from hivemem.search.terms import terms
 from hivemem.store.clients import Principal, owner
 from hivemem.store.db import connect
 from hivemem.store.filters import Filter
@@ -74,7 +75,7 @@ def sql_runner(conn: Any, who: Principal, params: dict[str, Any]) -> Callable[[s
     flt = Filter(readable=who.scope("read"), spaces=tuple(spaces) if spaces else None)
 
     def run(query: str) -> list[int]:
-        return [m for m, _ in fts.ranked(conn, query, flt)]
+        return fts.ranked(conn, terms(query), flt)
 
     return run
 

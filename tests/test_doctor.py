@@ -49,7 +49,7 @@ def test_doctor_reports_path_schema_and_daemon(home: Home) -> None:
     code, _, checks = doctor(home)
     assert code == 0
     assert home.paths.store in checks["store.open"]["message"]
-    assert re.search(r"\b1\b", checks["store.schema"]["message"]), checks["store.schema"]
+    assert re.search(r"\b2\b", checks["store.schema"]["message"]), checks["store.schema"]
     assert "running" in checks["daemon.status"]["message"] and "not" not in checks["daemon.status"]["message"]
     assert re.search(r"3\.\d+\.\d+", checks["store.sqlite"]["message"]) and checks["store.sqlite"]["status"] == "ok"
     home.stop_daemon()
@@ -111,7 +111,7 @@ def test_store_status_shows_the_sqlite_version(home: Home) -> None:
     status = home.ok("store", "status")
     major, minor = (int(x) for x in status["sqlite_version"].split(".")[:2])
     assert (major, minor) >= (3, 42)
-    assert (status["schema_version"], status["path"]) == (1, home.paths.store)
+    assert (status["schema_version"], status["path"]) == (2, home.paths.store)
 
 
 def test_a_corrupt_store_fails_the_integrity_check_with_a_fix_that_exists(home: Home) -> None:

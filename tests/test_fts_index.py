@@ -1,8 +1,9 @@
 """The derived full-text index holds exactly the live, active memories, with their current text (SPEC 5.3).
 
 A random sequence of every verb that touches the index runs in-process on a real store file; after each
-step the index is compared with the canonical rows. memory_fts reads its text from `memories`, so a stale
-or missing index entry shows up as a wrong hit, a missed hit or a wrong document set."""
+step the index is compared with the canonical rows: the set of indexed ids, FTS5's own integrity check
+(which re-tokenizes every live, active row: words, CJK bigrams and the space tokens), and searches, in
+every space and in each memory's own space (MATCH by space token), for each memory's unique words."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from typing import Any
 
 from hivemem import ops
 from hivemem.errors import HivememError
-from hivemem.store import open_store
+from hivemem.search import fts
+from hivemem.store import fts_index, open_store
 from hivemem.store.clients import owner
+
+SPACES = ("user", *(f"project/{c}" for c in "abcdefghijk"))  # each under 1/8 of the store: MATCH by space token
+CJK = "的一是不了人我在有他这中大来上们到说时要就出会也你对生能而子那得于着下"
 
 
 def live_active(conn: Any) -> set[int]:
@@ -24,25 +29,35 @@ def indexed(conn: Any) -> set[int]:
     return {r[0] for r in conn.execute("SELECT id FROM memory_fts_docsize")}
 
 
-def found(store: Any, word: str) -> set[int]:
-    hits = ops.dispatch(store, owner(), "memory.search", {"query": word, "limit": 100})["results"]
+def found(store: Any, word: str, space: str | None = None) -> set[int]:
+    params = {"query": word, "limit": 100, **({"spaces": [space]} if space else {})}
+    hits = ops.dispatch(store, owner(), "memory.search", params)["results"]
     return {int(h["id"][1:]) for h in hits}
+
+
+def unique_words(step: int) -> str:
+    """An English word and a two-character CJK word no other step uses (bigrams cross words only within a run)."""
+    a, b = divmod(step, len(CJK))
+    return f"tok{step}x {CJK[a % len(CJK)]}{CJK[b]}"
 
 
 def test_the_index_follows_every_change() -> None:
     rng = random.Random(20261130)
     store = open_store(tempfile.mkdtemp(prefix="hm-fts-") + "/store.db")
     me = owner()
-    words: dict[int, str] = {}  # memory -> the unique word its current content holds
+    words: dict[int, str] = {}  # memory -> the unique words its current content holds
+    space_of: dict[int, str] = {}
     for step in range(400):
         action = rng.choice(["add", "add", "update", "delete", "restore", "purge"])
         ids = list(words)
-        word = f"tok{step}x"
+        word = unique_words(step)
         try:
             if action == "add" or not ids:
-                made = ops.dispatch(store, me, "memory.add", {"space": "user", "content": f"shared {word}",
+                space = rng.choice(SPACES)
+                made = ops.dispatch(store, me, "memory.add", {"space": space, "content": f"shared {word}",
                                                                "title": rng.choice(["", f"t {word}"])})  # fmt: skip
                 words[int(made["id"][1:])] = word
+                space_of[int(made["id"][1:])] = space
                 continue
             memory = rng.choice(ids)
             current = ops.dispatch(store, me, "memory.get", {"id": f"m{memory}", "include_deleted": True})
@@ -61,8 +76,17 @@ def test_the_index_follows_every_change() -> None:
             assert exc.code in ("conflict.memory_revision", "not_found.memory"), exc.code
         live = live_active(store.conn)
         assert indexed(store.conn) == live, f"step {step} ({action})"
+        assert fts_index.problems(store.conn) == [], f"step {step} ({action})"
         assert found(store, "shared") == live
+        for space in SPACES:
+            assert found(store, "shared", space) == {m for m in live if space_of[m] == space}
+        sample = set(rng.sample(list(words), min(8, len(words))))
         for memory, unique in words.items():
-            assert found(store, unique) == ({memory} if memory in live else set()), (step, action, memory)
+            english, cjk = unique.split()
+            want = {memory} if memory in live else set()
+            assert found(store, english) == want, (step, action, memory)
+            if memory in sample:
+                assert found(store, cjk) == found(store, f"{english} {cjk}", space_of[memory]) == want, (step, memory)
     assert len(words) > 20
+    assert fts._small(store.conn, ("user",)), "searches in one space must have gone through MATCH by space token"
     store.close()

@@ -1,17 +1,19 @@
-"""Schema versions (SPEC 5.4, C03): the committed v1 fixture serves unchanged; newer or foreign files are refused
-and left byte-for-byte untouched."""
+"""Schema versions (SPEC 5.4, C03): the committed v1 fixture migrates to version 2 and serves, the v2 fixture serves
+unchanged, a failed migration leaves version 1; newer or foreign files are refused and left byte-for-byte untouched."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import unicodedata
 from collections.abc import Callable
 
 import apsw
 import pytest
 
-from conftest import Home
+from conftest import Home, fails, wait_for
+from hivemem.store.audit import verify_chain
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 HVMM = 1213615437
@@ -38,19 +40,23 @@ def sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def test_fixture_is_a_small_current_store() -> None:
-    path = os.path.join(FIXTURES, "store-v1.db")
-    assert os.path.getsize(path) <= 512 * 1024  # one 16 KiB page per table and index, and little else
-    assert header(path) == (HVMM, 1)
-    assert not os.path.exists(path + "-wal")
+def test_fixtures_are_small_real_stores() -> None:
+    for version in (1, 2):
+        path = os.path.join(FIXTURES, f"store-v{version}.db")
+        assert os.path.getsize(path) <= 512 * 1024  # one 16 KiB page per table and index, and little else
+        assert header(path) == (HVMM, version)
+        assert not os.path.exists(path + "-wal")
 
 
-def test_v1_fixture_opens_unchanged_and_serves(home: Home) -> None:
-    store = install(home, os.path.join(FIXTURES, "store-v1.db"))
-    status = home.ok("store", "status")
-    assert (status["schema_version"], status["path"], status["memories"]) == (1, store, 3)
+def test_v1_fixture_migrates_to_v2_and_serves(home: Home) -> None:
+    source = os.path.join(FIXTURES, "store-v1.db")
+    store = install(home, source)
+    status = home.ok("store", "status")  # the first call starts the daemon, which migrates before it listens
+    assert (status["schema_version"], status["path"], status["memories"]) == (2, store, 3)
     found = home.ok("memory", "search", "--query", "small pull requests")["results"]
     assert [h["id"] for h in found] == ["m1"]
+    assert [h["id"] for h in home.ok("memory", "search", "--query", "zigversion", "--spaces", "project/api")
+            ["results"]] == ["m2"]  # fmt: skip
     zig = home.ok("memory", "get", "--id", "m2")
     assert (zig["content"], zig["revision"], zig["tags"]) == (
         "The api repository pins Zig 0.13 with a .zigversion file",
@@ -59,18 +65,117 @@ def test_v1_fixture_opens_unchanged_and_serves(home: Home) -> None:
     )
     assert zig["author"] == {"principal": "owner", "label": "owner"}
     assert [v["revision"] for v in home.ok("memory", "history", "--id", "m2")["versions"]] == [2, 1]
-    assert home.ok("memory", "add", "--space", "user", "--content", "added after the fixture")["id"] == "m4"
+    added = home.ok("memory", "add", "--space", "user", "--content", "项目使用北京的服务器")
+    assert added["id"] == "m4"
+    assert [h["id"] for h in home.ok("memory", "search", "--query", "北京")["results"]] == ["m4"]
+    home.stop_daemon()
+    assert header(store) == (HVMM, 2)
+    backup = os.path.join(home.paths.data_dir, "backups", "store.db.bak-v1")
+    assert header(backup) == (HVMM, 1) and os.stat(backup).st_mode & 0o777 == 0o600
+    with open(os.path.join(home.paths.logs, "daemon.log"), encoding="utf-8") as f:
+        log = f.read()
+    assert "from schema 1 to 2" in log and "search index: 3 of 3 memories" in log
+
+
+def test_purge_after_a_migration_erases_the_memory_from_the_version_1_backup(home: Home) -> None:
+    install(home, os.path.join(FIXTURES, "store-v1.db"))
+    home.ok("memory", "purge", "--id", "m2")
+    home.stop_daemon()
+    backup = os.path.join(home.paths.data_dir, "backups", "store.db.bak-v1")
+    assert header(backup) == (HVMM, 1)
+    with open(backup, "rb") as f:
+        assert b"zigversion" not in f.read()
+    conn = apsw.Connection(backup)
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 2  # type: ignore[index]
+    conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")  # its index agrees
+    conn.close()
+
+
+def test_v2_fixture_opens_unchanged_and_serves(home: Home) -> None:
+    store = install(home, os.path.join(FIXTURES, "store-v2.db"))
+    status = home.ok("store", "status")
+    assert (status["schema_version"], status["memories"]) == (2, 4)
+    assert [h["id"] for h in home.ok("memory", "search", "--query", "北京 服务器")["results"]] == ["m4"]
     assert not os.path.exists(os.path.join(home.paths.data_dir, "backups")), "no migration should have run"
     home.stop_daemon()
+    assert header(store) == (HVMM, 2)
+
+
+def v1_store_with(path: str, rows: list[tuple[str, str]]) -> None:
+    """The v1 fixture plus `rows` (space, content), written as version 1 wrote them: the raw content hash."""
+    shutil.copyfile(os.path.join(FIXTURES, "store-v1.db"), path)
+    conn = apsw.Connection(path)
+    with conn:
+        for space, content in rows:
+            conn.execute(
+                "INSERT INTO memories(space, kind, content, content_sha256, capture_key, principal, updated_by, "
+                "created, updated) VALUES (?, 'note', ?, ?, ?, 'owner', 'owner', ?, ?)",
+                (space, content, hashlib.sha256(content.encode()).digest(), content.lower(), NOW, NOW),
+            )
+            memory = conn.last_insert_rowid()
+            conn.execute("INSERT INTO memory_versions VALUES (?, 1, 'add', 'note', '', '', '', 'active', '{}', "
+                         "'owner', 'owner', ?)", (memory, NOW))  # fmt: skip
+            conn.execute("INSERT INTO memory_fts(rowid, title, content, tags) VALUES (?, '', ?, '')", (memory, content))
+    conn.close()
+
+
+NOW = "2026-11-01T10:00:00.000Z"
+NFC, NFD = "Café au lait at nine", unicodedata.normalize("NFD", "Café au lait at nine")
+
+
+def test_migration_hashes_nfc_text_and_keeps_one_of_two_equal_memories(home: Home) -> None:
+    """Two live memories of one space that differ only in normalization become one: the other is soft-deleted."""
+    source = os.path.join(home.base, "v1.db")
+    v1_store_with(source, [("user", NFC), ("user", NFD), ("project/api", NFD), ("user", "东京的服务器")])
+    store = install(home, source)
+    assert NFC != NFD
+    status = home.ok("store", "status")
+    assert (status["schema_version"], status["memories"], status["deleted"]) == (2, 6, 1)
+    fails(home, "memory", "get", "--id", "m5", code="not_found.memory", exit_code=3)
+    gone = home.ok("memory", "get", "--id", "m5", "--include-deleted")
+    assert gone["revision"] == 2 and gone["content"] == NFD
+    assert [v["action"] for v in home.ok("memory", "history", "--id", "m5")["versions"]] == ["delete", "add"]
+    client = home.client()
+    event = client.call("events.list")["events"][0]  # newest first
+    client.close()
+    assert (event["type"], event["memory"], event["data"]) == (
+        "memory.deleted", "m5", {"duplicate_of": "m4", "reason": "normalization"})  # fmt: skip
+    assert home.ok("memory", "add", "--space", "user", "--content", NFC) == {"id": "m4", "revision": 1,
+                                                                             "changed": False}  # fmt: skip
+    assert [h["id"] for h in home.ok("memory", "search", "--query", "cafe")["results"]] == ["m6", "m4"]
+    assert [h["id"] for h in home.ok("memory", "search", "--query", "服务器")["results"]] == ["m7"]
+    home.stop_daemon()
+    conn = apsw.Connection(store)
+    assert verify_chain(conn) is None  # the migration's event extends the hash chain
+    hashes = dict(conn.execute("SELECT id, content_sha256 FROM memories").fetchall())  # type: ignore[arg-type, var-annotated]
+    contents = dict(conn.execute("SELECT id, content FROM memories").fetchall())  # type: ignore[arg-type, var-annotated]
+    conn.close()
+    assert all(bytes(hashes[m]) == hashlib.sha256(unicodedata.normalize("NFC", c).encode()).digest()
+               for m, c in contents.items())  # fmt: skip
+
+
+def test_a_failed_migration_leaves_version_1(home: Home) -> None:
+    store = install(home, os.path.join(FIXTURES, "store-v1.db"))
+    conn = apsw.Connection(store)
+    conn.execute("CREATE TABLE memory_fts_source(x)")  # the name version 2 needs for its view
+    conn.close()
+    result = home.cli("store", "status", "--json")
+    assert result.code == 1, result
+    assert result.json["error"]["code"] == "failed.store_migration"
+    assert wait_for(lambda: home.daemon_pid() is None)
     assert header(store) == (HVMM, 1)
+    conn = apsw.Connection(store)
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 3  # type: ignore[index]
+    assert conn.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH 'zig'").fetchone()[0] == 1  # type: ignore[index]
+    conn.close()
 
 
 def newer_store(path: str) -> None:
     shutil.copyfile(os.path.join(FIXTURES, "store-v1.db"), path)
     conn = apsw.Connection(path)
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute("PRAGMA user_version = 3")
     conn.close()
-    assert header(path) == (HVMM, 2)
+    assert header(path) == (HVMM, 3)
 
 
 def foreign_store(path: str) -> None:
@@ -85,7 +190,7 @@ def not_sqlite(path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("make", "found"), [(newer_store, 2), (foreign_store, None), (not_sqlite, None)], ids=["newer", "foreign", "text"]
+    ("make", "found"), [(newer_store, 3), (foreign_store, None), (not_sqlite, None)], ids=["newer", "foreign", "text"]
 )
 def test_newer_or_foreign_files_are_refused_untouched(home: Home, make: Callable[[str], None], found: int) -> None:
     source = os.path.join(home.base, "source.db")
@@ -97,7 +202,7 @@ def test_newer_or_foreign_files_are_refused_untouched(home: Home, make: Callable
     error = result.json["error"]
     assert error["code"] == "unsupported.store_schema"
     assert error["data"]["found"] == found
-    assert error["data"]["supported"] == 1
+    assert error["data"]["supported"] == 2
     served = home.cli("serve", timeout=20)
     assert served.code == 10, served
     assert home.daemon_pid() is None

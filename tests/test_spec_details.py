@@ -13,6 +13,8 @@ import pytest
 
 from conftest import Home
 from hivemem.errors import HivememError
+from hivemem.store import fts_index
+from hivemem.store.db import connect
 
 
 def error(home: Home, *args: str, token: str | None = "@owner", cwd: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -127,9 +129,9 @@ def test_a_nul_separates_query_tokens(home: Home) -> None:
 def test_restoring_a_deleted_draft_keeps_it_a_draft(home: Home) -> None:
     home.ok("memory", "add", "--space", "user", "--content", "a draft thought")
     home.stop_daemon()
-    conn = apsw.Connection(home.paths.store)  # no verb makes drafts yet; capture will leave exactly this row
+    conn = connect(home.paths.store)  # no verb makes drafts yet; capture will leave exactly this row
+    fts_index.remove(conn, 1)  # while the row is still active: the index reads what to remove from it
     conn.execute("UPDATE memories SET status = 'draft' WHERE id = 1")
-    conn.execute("DELETE FROM memory_fts WHERE rowid = 1")
     conn.close()
     home.ok("memory", "delete", "--id", "m1", "--revision", "1")
     assert home.ok("memory", "restore", "--id", "m1") == {"id": "m1", "revision": 3}

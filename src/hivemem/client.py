@@ -45,7 +45,8 @@ class DaemonClient:
         if sock is None:
             if not self.start:
                 raise not_running()
-            sock = spawn_and_connect(self.paths, self._left(self.config["daemon.startup_timeout_ms"] / 1000))
+            budget = self._left(self.config["daemon.startup_timeout_ms"] / 1000)
+            sock = spawn_and_connect(self.paths, budget, patient=self.deadline is None)
         self._sock = sock
         self.hello = self.request("hello", {"token": self._credential(), "client": f"{self.name}/{__version__}"})
         if self.hello.get("version") != __version__:
@@ -164,8 +165,9 @@ def try_connect(path: str) -> socket.socket | None:
     return sock
 
 
-def spawn_and_connect(where: paths.Paths, budget: float) -> socket.socket:
-    """Start a daemon (setsid, stdio to /dev/null, cwd /, no token) and wait for its readiness."""
+def spawn_and_connect(where: paths.Paths, budget: float, *, patient: bool = False) -> socket.socket:
+    """Start a daemon (setsid, stdio to /dev/null, cwd /, no token) and wait for its readiness; a `patient`
+    client (one without an overall deadline) waits on while the daemon reports migration progress."""
     deadline = time.monotonic() + budget
     import subprocess
 
@@ -184,7 +186,7 @@ def spawn_and_connect(where: paths.Paths, budget: float) -> socket.socket:
         starter.kill()
         starter.wait()
     try:
-        message = _read_readiness(read_end, deadline)
+        message = _read_readiness(read_end, deadline, patient)
     finally:
         os.close(read_end)
     if message != "ready":
@@ -200,19 +202,26 @@ def _exited(where: paths.Paths) -> Failed:
                   path=log, fix=f"see {log}, or run `hivemem serve` to see the error")  # fmt: skip
 
 
-def _read_readiness(fd: int, deadline: float) -> str:
+def _read_readiness(fd: int, deadline: float, patient: bool) -> str:
+    """The daemon's `ready` or error line; `progress …` lines (a migration at work) restart a patient wait."""
     import select
 
+    budget = deadline - time.monotonic()
     data = b""
-    while not data.endswith(b"\n"):
+    while True:
+        line, found, rest = data.partition(b"\n")
+        if found and not line.startswith(b"progress "):
+            return line.decode("utf-8", "replace").strip()
+        if found:
+            data, deadline = rest, time.monotonic() + budget if patient else deadline
+            continue
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
             raise Unavailable("daemon_start", "the daemon did not report ready in time", fix="hivemem doctor")
         chunk = os.read(fd, 65536)
         if not chunk:
-            break
+            return data.decode("utf-8", "replace").strip()
         data += chunk
-    return data.decode("utf-8", "replace").strip()
 
 
 def _connect_until(path: str, deadline: float) -> socket.socket:

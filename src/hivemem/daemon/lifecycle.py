@@ -136,6 +136,14 @@ def report(fd: int | None, error: HivememError | None = None) -> None:
         pass
 
 
+def progress(fd: int | None, line: str) -> None:
+    """A progress line for the starting client (a migration at work); it waits on while they come."""
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):  # a starter that gave up has closed its end
+        os.write(fd, f"progress {line}\n".encode())
+
+
 class Log:
     """One line per event in logs/daemon.log (0600)."""
 

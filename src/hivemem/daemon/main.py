@@ -19,6 +19,7 @@ from hivemem.errors import Failed, HivememError
 from hivemem.store import Store, memories, open_store
 from hivemem.store.clients import ensure_owner_key
 from hivemem.store.limits import Limits
+from hivemem.store.migrations import Progress
 
 
 def limits_from(config: config_mod.Config) -> Limits:
@@ -40,6 +41,11 @@ def reload() -> tuple[config_mod.Config, Limits]:
     return config, limits_from(config)
 
 
+def _progress(log: lifecycle.Log, ready_fd: int | None, line: str) -> None:
+    log.write(line)
+    lifecycle.progress(ready_fd, line)
+
+
 def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     """Run the daemon in the foreground; returns the exit code (run by hand, start-up errors are raised)."""
     if on_demand and os.fork() > 0:
@@ -55,7 +61,7 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     try:
         config = config_mod.load()
         where = paths.resolve(config["store.path"], config.path)
-        started = start(where, config, on_demand=on_demand)
+        started = start(where, config, on_demand=on_demand, progress=lambda line: _progress(log, ready_fd, line))
     except START_ERRORS as exc:
         return _failed(startup.explain(exc, where), ready_fd, log)
     locks, store, owner_key, sock = started
@@ -76,14 +82,16 @@ START_ERRORS = (HivememError, OSError, apsw.Error)
 Started = tuple[lifecycle.Locks, Store, str, socket.socket]
 
 
-def start(where: paths.Paths, config: config_mod.Config, *, on_demand: bool) -> Started:
+def start(
+    where: paths.Paths, config: config_mod.Config, *, on_demand: bool, progress: Progress | None = None
+) -> Started:
     """Directories, locks, store (read-only if it cannot be written), owner key and socket, or raise."""
     lifecycle.prepare(where)
     budget = config["daemon.startup_timeout_ms"] / 1000
     locks = lifecycle.acquire(where, time.monotonic() + budget if on_demand else None)
     store: Store | None = None
     try:
-        store = open_store(where.store, limits_from(config), read_only_ok=True)
+        store = open_store(where.store, limits_from(config), progress, read_only_ok=True)
         if not store.readonly:
             with contextlib.suppress(Failed):  # a full disk must not keep reads away; the next start retries
                 memories.remove_tombstones(store.conn, store.limits.tombstone_days)

@@ -1,81 +1,198 @@
-"""The full-text list of SPEC 9.1: query tokens, FTS5 quoting and bm25 ranking."""
+"""The full-text list of SPEC 9.1: FTS5 quoting, bm25 ranking that scales with the spaces searched, snippets.
+
+Every path ranks exactly as `bm25(memory_fts, 5.0, 1.0, 3.0)` over the quoted terms, then highest rowid
+(docs/decisions.md D62):
+
+- **Restricted** (a few small spaces): MATCH itself keeps the spaces (`(terms) AND "<MARK>space"`, see
+  store/fts5.py), so the cost follows the spaces, not the store. FTS5's own bm25 would count each term's
+  rows in the whole index on every query, and would score the space phrase too, so the rank is
+  `hivemem_bm25`: the same arithmetic over the terms only, with the per-term row counts passed in and
+  cached per connection until the next committed change.
+- **Whole index** (no space filter, spaces that hold every live row, or spaces too large for the above):
+  FTS5's bm25 itself, joined to `memories` only when a filter needs a column of it.
+
+Snippets and rows are fetched for the returned page only.
+"""
 
 from __future__ import annotations
 
-import re
-from functools import cache
-from importlib import resources
-from typing import Any
+import weakref
+from itertools import pairwise
+from typing import Any, cast
 
 import apsw
 
-from hivemem.errors import InvalidParams
-from hivemem.store.db import all_rows
+from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
+from hivemem.store.fts5 import MARK, RANK, TOKENIZER, prepare
+from hivemem.store.memories import COLUMNS
 
-WORD = re.compile(r"\w+")
 LIST_MAX = 100
-
-
-@cache
-def stopwords() -> frozenset[str]:
-    """The fixed English stopword list shipped with the package."""
-    text = resources.files("hivemem.search").joinpath("stopwords-en.txt").read_text("utf-8")
-    return frozenset(w.strip().lower() for w in text.splitlines() if w.strip() and not w.startswith("#"))
-
-
-def tokens(query: str) -> list[str]:
-    """Query tokens after dropping no-word tokens, stopword-only tokens and repeats."""
-    if not query.strip():
-        raise InvalidParams("query", "the query is empty", param="query")
-    # FTS5 reads its query as a C string, so a NUL separates tokens like whitespace does.
-    worded = [t for t in query.replace("\x00", " ").split() if WORD.search(t)]
-    stop = stopwords()
-    kept: list[str] = []
-    seen: set[str] = set()
-    for token in worded:
-        runs = [r.lower() for r in WORD.findall(token)]
-        if all(r in stop for r in runs) or token.lower() in seen:
-            continue
-        seen.add(token.lower())
-        kept.append(token)
-    return kept or worded
+SMALL = 8  # spaces holding at most 1/SMALL of the store are searched inside MATCH
+COUNTS_MAX = 20_000  # cached per-term row counts per connection, before the cache starts over
+BM25 = "bm25(memory_fts, 5.0, 1.0, 3.0)"
+TOKENIZE = (TOKENIZER, "porter", "unicode61", "remove_diacritics", "2")  # memory_fts's tokenizer and its arguments
 
 
 def match_expression(words: list[str]) -> str:
-    """Each token as an FTS5 string, `"` doubled, joined with OR: never query syntax."""
+    """Each term as an FTS5 string, `"` doubled, joined with OR: never query syntax."""
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-RANKED = """
-SELECT m.id, bm25(memory_fts, 5.0, 1.0, 3.0) AS r
-FROM memory_fts JOIN memories m ON m.id = memory_fts.rowid
-WHERE memory_fts MATCH ? AND {where}
-ORDER BY r, m.id DESC LIMIT ?"""
+def in_spaces(expression: str, spaces: tuple[str, ...]) -> str:
+    """The expression restricted to rows of `spaces` by their space tokens."""
+    return f"({expression}) AND ({match_expression([MARK + s for s in spaces])})"
 
 
-def ranked(conn: apsw.Connection, query: str, flt: Filter, limit: int = LIST_MAX) -> list[tuple[int, float]]:
-    """Up to `limit` (id, bm25) pairs of live, active, readable rows, best first."""
-    words = tokens(query)
+def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
+    """Up to `limit` ids of live, active memories the filter admits, best first (SPEC 9.1 step 2)."""
     if not words:
         return []
+    expression = match_expression(words)
+    spaces = _space_set(flt)
+    alone = spaces is not None and _only_spaces(flt, spaces)  # the spaces are the whole filter
+    if (alone and _covers_store(conn, spaces or ())) or (spaces is None and _everything(flt)):
+        return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
     where, args = flt.where("m")
-    rows = all_rows(conn, RANKED.format(where=where), (match_expression(words), *args, limit))
-    return [(int(r[0]), float(r[1])) for r in rows]
+    if spaces is None or not _small(conn, spaces):
+        return _ids(conn, JOINED.format(rank=BM25, where=where), (expression, *args, limit))
+    counts = document_counts(conn, words)
+    rank = f"{RANK}(memory_fts, {', '.join('?' * len(counts))})"
+    match = in_spaces(expression, spaces)
+    if alone:
+        return _ids(conn, WHOLE.format(rank=rank), (*counts, match, limit))
+    return _ids(conn, JOINED.format(rank=rank, where=where), (*counts, match, *args, limit))
 
 
-HITS = """
-SELECT {columns}, bm25(memory_fts, 5.0, 1.0, 3.0) AS r, snippet(memory_fts, 1, '', '', '…', 64)
-FROM memory_fts JOIN memories m ON m.id = memory_fts.rowid
-WHERE memory_fts MATCH ? AND {where}
-ORDER BY r, m.id DESC LIMIT ?"""
-
-
-def hits(conn: apsw.Connection, query: str, flt: Filter, columns: str, limit: int) -> list[tuple[Any, ...]]:
-    """The best `limit` rows of the full-text list, each with its `columns`, bm25 and snippet, in one query."""
-    words = tokens(query)
-    if not words:
-        return []
+def page_rows(conn: apsw.Connection, ids: list[int], flt: Filter) -> dict[int, Row]:
+    """The rows of a page of ids that the filter admits: the filter is checked once more on the rows
+    themselves, so an index out of step with them (a bug, a hand edit) can never show what it should not."""
+    if not ids:
+        return {}
     where, args = flt.where("m")
-    sql = HITS.format(columns=columns, where=where)
-    return all_rows(conn, sql, (match_expression(words), *args, min(limit, LIST_MAX)))
+    marks = ",".join("?" * len(ids))
+    rows = all_rows(conn, f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {where}", (*ids, *args))
+    return {int(r[0]): r for r in rows}
+
+
+WHOLE = "SELECT rowid, {rank} AS r FROM memory_fts WHERE memory_fts MATCH ? ORDER BY r, rowid DESC LIMIT ?"
+JOINED = """
+SELECT m.id, {rank} AS r FROM memory_fts JOIN memories m ON m.id = memory_fts.rowid
+WHERE memory_fts MATCH ? AND {where} ORDER BY r, m.id DESC LIMIT ?"""
+
+
+def _ids(conn: apsw.Connection, sql: str, args: tuple[Any, ...]) -> list[int]:
+    return [int(r[0]) for r in all_rows(conn, sql, args)]
+
+
+def _space_set(flt: Filter) -> tuple[str, ...] | None:
+    """The spaces a search is confined to, when the filter names them (or the reader can read only those)."""
+    if flt.spaces is not None:
+        return tuple(sorted(set(flt.spaces)))
+    r = flt.readable
+    if not r.everything and not r.prefixes and not r.memories:
+        return tuple(sorted(r.spaces))
+    return None
+
+
+def _plain(flt: Filter) -> bool:
+    """No filter beyond live, active and space: the index alone answers."""
+    return (flt.status == "active" and not flt.include_deleted and not flt.kinds and not flt.tags
+            and flt.sessions is None and flt.before is None and not flt.hide_states)  # fmt: skip
+
+
+def _only_spaces(flt: Filter, spaces: tuple[str, ...]) -> bool:
+    return _plain(flt) and all(flt.readable.covers(s) for s in spaces)
+
+
+def _everything(flt: Filter) -> bool:
+    return _plain(flt) and flt.readable.everything
+
+
+def _covers_store(conn: apsw.Connection, spaces: tuple[str, ...]) -> bool:
+    """Whether every live memory is in `spaces` (a few index seeks: nothing before, between or after them)."""
+    if not spaces:
+        return False
+    gaps: list[tuple[str, tuple[str, ...]]] = [("space < ?", (spaces[0],)), ("space > ?", (spaces[-1],))]
+    gaps += [("space > ? AND space < ?", pair) for pair in pairwise(spaces)]
+    return not any(one(conn, f"SELECT 1 FROM memories WHERE deleted IS NULL AND {c} LIMIT 1", a) for c, a in gaps)
+
+
+def _small(conn: apsw.Connection, spaces: tuple[str, ...]) -> bool:
+    """Whether the spaces hold at most 1/SMALL of the store (counted no further than that)."""
+    if not spaces:
+        return False
+    bound = int(scalar(conn, "SELECT max(id) FROM memories") or 0) // SMALL
+    marks = ",".join("?" * len(spaces))
+    held = scalar(
+        conn,
+        f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE space IN ({marks}) AND deleted IS NULL LIMIT ?)",
+        (*spaces, bound + 1),
+    )
+    return int(held) <= bound
+
+
+_COUNTS: weakref.WeakKeyDictionary[apsw.Connection, tuple[int, dict[str, int]]] = weakref.WeakKeyDictionary()
+
+
+def document_counts(conn: apsw.Connection, words: list[str]) -> list[int]:
+    """How many indexed rows match each term in the whole index (bm25's document frequency).
+
+    Counting reads a term's whole doclist, so counts are kept per connection until the store changes: every
+    committed change appends an audit event, so the events sequence, read inside the caller's snapshot,
+    tells whether the cached counts still describe it (tombstone removal writes none, and touches no indexed
+    row). (fts5vocab counts a one-token term only 0-40% faster than this MATCH, measured.)"""
+    version = int(scalar(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'") or 0)
+    cached = _COUNTS.get(conn)
+    counts = cached[1] if cached is not None and cached[0] == version and len(cached[1]) < COUNTS_MAX else {}
+    _COUNTS[conn] = (version, counts)
+    for word in words:
+        if word not in counts:
+            sql = "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?"
+            counts[word] = int(scalar(conn, sql, (match_expression([word]),)))
+    return [counts[w] for w in words]
+
+
+_SIDE: weakref.WeakKeyDictionary[apsw.Connection, apsw.Connection] = weakref.WeakKeyDictionary()
+WINDOW = 64  # snippet() tokens
+
+
+def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str, str, str]]) -> dict[int, str]:
+    """`snippet(memory_fts, 1, '', '', '…', 64)` for a page of rows ({id: (title, content, tags)}).
+
+    A content of at most 64 tokens is its own snippet (FTS5 then shows the whole column). Longer ones are
+    cut on an in-memory FTS5 table that holds only the page, with the same tokenizer and columns: a snippet
+    depends only on its row's text and the query's phrases, so it is the same as the store's, and the
+    store's index is not searched again for each row."""
+    if not texts or not words:
+        return {}
+    side = _side(conn)
+    tokenize = side.fts5_tokenizer(TOKENIZE[0], list(TOKENIZE[1:]))
+    out: dict[int, str] = {}
+    long: list[tuple[int, str, str, str]] = []
+    for memory, (title, content, tags) in texts.items():
+        found = tokenize(content.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
+        size = len(cast(list[Any], found))  # APSW returns a list
+        if size <= WINDOW:
+            out[memory] = content
+        else:
+            long.append((memory, title, content, tags))
+    if long:
+        side.execute("BEGIN")
+        try:
+            side.executemany("INSERT INTO s(rowid, title, content, tags) VALUES (?, ?, ?, ?)", long)
+            sql = f"SELECT rowid, snippet(s, 1, '', '', '…', {WINDOW}) FROM s WHERE s MATCH ?"
+            out |= {int(r[0]): str(r[1]) for r in all_rows(side, sql, (match_expression(words),))}
+        finally:
+            side.execute("ROLLBACK")
+    return out
+
+
+def _side(conn: apsw.Connection) -> apsw.Connection:
+    """The in-memory connection that cuts snippets for `conn` (one per connection, like the thread using it)."""
+    side = _SIDE.get(conn)
+    if side is None:
+        side = _SIDE[conn] = apsw.Connection(":memory:")
+        prepare(side)
+        side.execute(f"CREATE VIRTUAL TABLE s USING fts5(title, content, tags, tokenize = '{' '.join(TOKENIZE)}')")
+    return side

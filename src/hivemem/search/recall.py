@@ -8,32 +8,14 @@ import apsw
 
 from hivemem.render import HIDDEN_STATES, Bounds, render
 from hivemem.search import fts
+from hivemem.search.terms import floor_terms
 from hivemem.store.clients import Readable
-from hivemem.store.db import all_rows, scalar
+from hivemem.store.db import all_rows, scalar, snapshot
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
-from hivemem.store.listing import rows_by_id
 from hivemem.store.memories import COLUMNS, shape
 
 SESSION_KINDS = ("preference", "convention", "lesson", "procedure")
-
-
-def floor_tokens(query: str) -> list[str]:
-    """The query tokens of SPEC 9.1 without its fallback, and without one-character tokens.
-
-    A token is dropped when it has at most one word character, when every word run in it is a
-    stopword, or when it repeats an earlier one; nothing left means nothing is recalled.
-    """
-    stop = fts.stopwords()
-    kept: list[str] = []
-    seen: set[str] = set()
-    for token in query.split():
-        runs = [r.lower() for r in fts.WORD.findall(token)]
-        if len("".join(runs)) <= 1 or all(r in stop for r in runs) or token.lower() in seen:
-            continue
-        seen.add(token.lower())
-        kept.append(token)
-    return kept
 
 
 def recall(conn: apsw.Connection, readable: Readable, spaces: list[str], query: str | None, limit: int | None,
@@ -54,11 +36,12 @@ def recall(conn: apsw.Connection, readable: Readable, spaces: list[str], query: 
 
 def matching(conn: apsw.Connection, query: str, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The best `limit` memories for the query past the relevance floor, and how many matched (≤ 100)."""
-    words = floor_tokens(query)
+    words = floor_terms(query)
     if not words:
         return [], 0
-    ids = [memory for memory, _ in fts.ranked(conn, " ".join(words), flt)]
-    rows = rows_by_id(conn, ids[:limit])
+    with snapshot(conn):
+        ids = fts.ranked(conn, words, flt)
+        rows = fts.page_rows(conn, ids[:limit], flt)
     return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
 
 

@@ -9,7 +9,7 @@ import apsw
 from hivemem.store import schema
 from hivemem.store.db import connect, read_only
 from hivemem.store.limits import Limits
-from hivemem.store.migrations import check_header, open_and_migrate
+from hivemem.store.migrations import Progress, check_header, open_and_migrate
 
 
 class Store:
@@ -33,14 +33,17 @@ class Store:
         self.conn.close()
 
 
-def open_store(path: str, limits: Limits | None = None, *, read_only_ok: bool = False) -> Store:
-    """Open (creating or migrating) the store at `path` for writing; with read_only_ok, a read-only file for reading."""
+def open_store(
+    path: str, limits: Limits | None = None, progress: Progress | None = None, *, read_only_ok: bool = False
+) -> Store:
+    """Open (creating or migrating) the store at `path` for writing; a migration reports to `progress`; with
+    read_only_ok, a read-only file is opened for reading."""
     if read_only_ok and os.path.exists(path) and not os.access(path, os.W_OK):
         if check_header(path) != schema.VERSION:
             raise read_only()  # it needs creating or migrating, which a read-only file cannot take
         return open_reader(path, limits)
     backups = os.path.join(os.path.dirname(path), "backups")
-    return Store(open_and_migrate(path, backups), path, limits or Limits())
+    return Store(open_and_migrate(path, backups, progress), path, limits or Limits())
 
 
 def open_reader(path: str, limits: Limits | None = None) -> Store:

@@ -11,6 +11,7 @@ from typing import Any
 import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
+from hivemem.store import fts5
 
 BUSY_TIMEOUT_MS = 5000
 REQUIRED = {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "secure_delete": 1, "busy_timeout": 5000}
@@ -33,6 +34,7 @@ def connect(path: str, *, readonly: bool = False, page_size: int | None = None) 
     try:
         conn = Connection(_immutable_uri(path) if frozen else path, flags=flags)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        fts5.prepare(conn)  # memory_fts cannot be read or written without the tokenizer
         if page_size is not None:  # only a new, empty file takes it; it must come before WAL
             conn.execute(f"PRAGMA page_size = {int(page_size)}")
         if not readonly:
@@ -151,6 +153,19 @@ def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         if not conn.getautocommit():
             conn.execute("ROLLBACK")
         raise translate(exc) from None
+
+
+@contextmanager
+def snapshot(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """One read transaction around several statements (a no-op inside a transaction already open)."""
+    if not conn.getautocommit():
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
 
 
 def now() -> str:

@@ -8,8 +8,8 @@ import os
 import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
+from hivemem.store import fts_index
 from hivemem.store.db import atomic, connect
-from hivemem.store.memories import unindex
 
 
 def checkpoint(conn: apsw.Connection) -> None:
@@ -47,7 +47,7 @@ def _scrub(path: str, memory: int) -> None:
     conn = connect(path)
     try:
         with atomic(conn):
-            unindex(conn, memory)
+            fts_index.remove_any_version(conn, memory)
             conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         conn.execute("VACUUM")  # reads every page, so a corrupt backup fails here rather than passing unseen

@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 
 from hivemem.errors import Conflict, NotFound
-from hivemem.store import audit
+from hivemem.store import audit, fts_index
 from hivemem.store.clients import Principal
 from hivemem.store.db import Row, all_rows, atomic, format_time, now, one
 from hivemem.store.limits import Limits
@@ -111,17 +111,14 @@ def space_of(conn: apsw.Connection, memory: int) -> str | None:
 
 
 def _index(conn: apsw.Connection, memory: int, title: str, content: str, tags: str) -> None:
-    conn.execute("INSERT INTO memory_fts(rowid, title, content, tags) VALUES (?,?,?,?)", (memory, title, content, tags))
+    """Index the memory's row as written (memory_fts reads title, content, tags and space from it)."""
+    fts_index.add(conn, memory)
 
 
 def unindex(conn: apsw.Connection, memory: int) -> None:
-    """Drop the memory's index entry. Call it before the row changes: external-content FTS5 deletes need
-    the indexed values, read from the row, and only a live, active row is indexed."""
-    conn.execute(
-        "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
-        "FROM memories WHERE id = ? AND deleted IS NULL AND status = 'active'",
-        (memory,),
-    )
+    """Drop the memory's index entry. Call it before the row changes: FTS5 needs the indexed values to remove
+    them, read from the row; only a live, active row is indexed."""
+    fts_index.remove(conn, memory)
 
 
 def _fields(row: Row) -> dict[str, Any]:

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import struct
+import unicodedata
 import uuid
+from collections import defaultdict
 from collections.abc import Callable
 
 import apsw
 
 from hivemem.errors import Failed, Unsupported
-from hivemem.store import schema
-from hivemem.store.db import atomic, connect, now, scalar
+from hivemem.store import audit, fts_index, schema
+from hivemem.store.clients import owner
+from hivemem.store.db import all_rows, atomic, connect, now, scalar
 
-Step = Callable[[apsw.Connection], None]
+Progress = Callable[[str], None]
+Step = Callable[[apsw.Connection, Progress], None]
 
 
-def m001_initial(conn: apsw.Connection) -> None:
-    """Version 1: every table, index and the FTS table, plus the meta rows."""
-    conn.execute(schema.V1)
+def create(conn: apsw.Connection) -> None:
+    """A new store: the current schema, plus the meta rows."""
+    conn.execute(schema.V2)
     conn.execute(
         "INSERT INTO meta(key, value) VALUES ('next_principal', '1'), ('store_id', ?), ('created', ?)",
         (str(uuid.uuid4()), now()),
@@ -27,7 +33,72 @@ def m001_initial(conn: apsw.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
 
 
-STEPS: tuple[tuple[int, Step], ...] = ((1, m001_initial),)
+def m002_search_v2(conn: apsw.Connection, progress: Progress) -> None:
+    """Version 2: content hashes of NFC text (SPEC 2.4), and the index of every language with space tokens."""
+    duplicates = rehash_nfc(conn)
+    if duplicates:
+        progress(f"{len(duplicates)} memories duplicated another once normalized (NFC) and were deleted: "
+                 + ", ".join(f"m{m} (kept m{k})" for m, k in duplicates))  # fmt: skip
+    conn.execute("DROP TABLE memory_fts")
+    conn.execute(schema.FTS_V2)
+    fts_index.fill(conn, progress)
+
+
+def nfc_sha256(content: str) -> bytes:
+    """The content hash of schema 2: SHA-256 of the NFC form (SPEC 2.4). Frozen here: a migration must keep
+    computing what its version defined, whatever later code does."""
+    return hashlib.sha256(unicodedata.normalize("NFC", content).encode("utf-8")).digest()
+
+
+def rehash_nfc(conn: apsw.Connection) -> list[tuple[int, int]]:
+    """Recompute every content_sha256 from NFC text. Live memories of one space that become equal keep one:
+    the active one, else the oldest; the others are soft-deleted as `owner` (restorable only once their text
+    differs). Returns (deleted, kept) pairs."""
+    changed: list[tuple[bytes, int]] = []
+    live: dict[tuple[str, bytes], list[tuple[bool, int]]] = defaultdict(list)
+    for memory, space, content, digest, deleted, status in all_rows(
+        conn, "SELECT id, space, content, content_sha256, deleted, status FROM memories ORDER BY id"
+    ):
+        new = nfc_sha256(content)
+        if new != bytes(digest):
+            changed.append((new, memory))
+        if deleted is None:
+            live[(space, new)].append((status != "active", memory))
+    pairs = []
+    for group in (sorted(g) for g in live.values() if len(g) > 1):
+        pairs += [(memory, group[0][1]) for _, memory in group[1:]]
+    for memory, kept in pairs:
+        _soft_delete(conn, memory, kept)
+    conn.executemany("UPDATE memories SET content_sha256 = ? WHERE id = ?", changed)
+    return pairs
+
+
+def _soft_delete(conn: apsw.Connection, memory: int, kept: int) -> None:
+    """memory.delete done by the migration: a new revision, its version and a memory.deleted event."""
+    at, actor = now(), owner()
+    conn.execute(
+        "UPDATE memories SET deleted = ?, revision = revision + 1, updated_by = ?, updated_label = ?, updated = ? "
+        "WHERE id = ?",
+        (at, actor.id, actor.label, at, memory),
+    )
+    names = ("source", "provenance", "confidence", "confidence_state", "review_after", "expires_at")
+    row = all_rows(conn, f"SELECT space, revision, kind, title, content, tags, status, {', '.join(names)} "
+                         "FROM memories WHERE id = ?", (memory,))[0]  # fmt: skip
+    space, revision, kind, title, content, tags, status, *meta_values = row
+    meta = dict(zip(names, meta_values, strict=True))
+    meta["provenance"] = json.loads(meta["provenance"]) if meta["provenance"] else None
+    # The newest version keeps '' for the row's own content (D38): the one superseded gets the text first.
+    conn.execute("UPDATE memory_versions SET content = ? WHERE memory = ? AND content = ''", (content, memory))
+    conn.execute(
+        "INSERT INTO memory_versions VALUES (?,?,'delete',?,?,'',?,?,?,?,?,?)",
+        (memory, revision, kind, title, tags, status, json.dumps(meta, sort_keys=True), actor.id, actor.label, at),
+    )
+    data = {"duplicate_of": f"m{kept}", "reason": "normalization"}
+    audit.append(conn, "memory.deleted", actor, space=space, memory=memory, revision=revision, data=data)
+
+
+# Each step takes a store from the version before it; a new store is created at the current version.
+STEPS: tuple[tuple[int, Step], ...] = ((2, m002_search_v2),)
 
 
 def read_header(path: str) -> tuple[int, int] | None:
@@ -71,22 +142,21 @@ def check_header(path: str) -> int:
     return version
 
 
-def open_and_migrate(path: str, backups: str) -> apsw.Connection:
-    """Open the store for writing, creating or migrating it to the current version."""
+def open_and_migrate(path: str, backups: str, progress: Progress | None = None) -> apsw.Connection:
+    """Open the store for writing, creating or migrating it to the current version (progress lines to `progress`)."""
     version = check_header(path)
     conn = connect(path, page_size=schema.PAGE_SIZE if version == 0 else None)
+    say = progress or (lambda line: None)
+    if version == 0:
+        _step(conn, schema.VERSION, lambda c, _: create(c), say)
+        version = schema.VERSION
     for target, step in STEPS:
         if target <= version:
             continue
-        if version > 0:
-            backup_before(conn, backups, version)
-        try:
-            with atomic(conn):
-                step(conn)
-                conn.execute(f"PRAGMA user_version = {target}")
-        except Exception as exc:
-            conn.close()
-            raise Failed("store_migration", f"migration to schema {target} failed: {exc}", version=target) from None
+        backup_before(conn, backups, version)
+        say(f"migrating {path} from schema {version} to {target} (backup in {backups})")
+        _step(conn, target, step, say)
+        say(f"migrated {path} to schema {target}")
         version = target
     with contextlib.suppress(apsw.FullError):  # a full disk: the WAL stays, reads still see it
         conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
@@ -97,8 +167,20 @@ def open_and_migrate(path: str, backups: str) -> apsw.Connection:
     return conn
 
 
+def _step(conn: apsw.Connection, target: int, step: Step, say: Progress) -> None:
+    """One step in one transaction: all of it, with the new user_version, or nothing."""
+    try:
+        with atomic(conn):
+            step(conn, say)
+            conn.execute(f"PRAGMA user_version = {target}")
+    except Exception as exc:
+        conn.close()
+        raise Failed("store_migration", f"migration to schema {target} failed: {exc}", version=target) from None
+
+
 def backup_before(conn: apsw.Connection, backups: str, version: int) -> None:
     """`VACUUM INTO backups/<name>.bak-v<old>` before a migration step."""
+    os.makedirs(backups, mode=0o700, exist_ok=True)
     dest = os.path.join(backups, f"{os.path.basename(conn.filename)}.bak-v{version}")
     if not os.path.exists(dest):
         conn.execute("VACUUM INTO ?", (dest,))

@@ -1,14 +1,14 @@
-"""Schema version 1, exactly as SPEC 5.3."""
+"""The schema: canonical tables as SPEC 5.3, and the search index of version 2."""
 
 from __future__ import annotations
 
 APPLICATION_ID = 1213615437  # "HVMM"
-VERSION = 1
+VERSION = 2
 PAGE_SIZE = 16384  # ~1 KB rows stay on their page in index b-trees, and 2 KB rows pack densely (see D38)
 # The capture-key index holds a 32-character prefix (lookups match the prefix, then the whole key on the row):
 # indexing the whole key would store every memory's normalized text a third time (docs/decisions.md D38).
 
-V1 = """
+TABLES = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 
 CREATE TABLE sessions (
@@ -76,9 +76,29 @@ CREATE TABLE events (
   revision INTEGER, data TEXT NOT NULL DEFAULT '{}',
   chain BLOB NOT NULL);
 CREATE INDEX events_memory ON events(memory) WHERE memory IS NOT NULL;
+"""
 
+# Version 1: external-content FTS5 over `memories` (D38), English word tokens.
+FTS_V1 = """
 CREATE VIRTUAL TABLE memory_fts USING fts5(title, content, tags,
   content = 'memories', content_rowid = 'id',
   tokenize = 'porter unicode61 remove_diacritics 2');
 INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
 """
+
+# Version 2 (docs/decisions.md D60, D61): the index reads the live, active rows through a view that hands
+# FTS5 each memory's space as the locale of its text. The `hivemem` tokenizer (store/fts5.py) keeps the
+# English tokens of version 1, cuts CJK runs into bigrams, and colocates one space token with each
+# column's first token, so MATCH can keep one space without changing a column size or a bm25 score.
+FTS_V2 = """
+CREATE VIEW memory_fts_source(id, title, content, tags) AS
+  SELECT id, fts5_locale(space, title), fts5_locale(space, content), fts5_locale(space, tags)
+  FROM memories WHERE deleted IS NULL AND status = 'active';
+CREATE VIRTUAL TABLE memory_fts USING fts5(title, content, tags,
+  content = 'memory_fts_source', content_rowid = 'id', locale = 1,
+  tokenize = 'hivemem porter unicode61 remove_diacritics 2');
+INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
+"""
+
+V1 = TABLES + FTS_V1
+V2 = TABLES + FTS_V2
