@@ -246,11 +246,8 @@ def main() -> int:
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of {', '.join(SETS)}")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes under bench/out/")
     args = parser.parse_args()
-    data = bl.data_dir()
-    root = data / "locomo" if data else None
-    if root is None or not (root / "corpus.jsonl").exists():
-        print("SKIP: LoCoMo data not found: set HIVEMEM_BENCH_DATA to the folder holding locomo/, or place it at "
-              f"{bl.REPO.parent / 'shared' / 'data'} (evaluation only; never copy it into the repo).")  # fmt: skip
+    root = bl.locomo_root()
+    if root is None:
         return 0
     bl.print_machine(f"bench_retrieval: LoCoMo through the daemon (data: {root})")
     results = [evaluate(root, name, args.keep) for name in args.sets.split(",") if name]

@@ -31,10 +31,8 @@ Targets: inproc p50 <= 1.5 x raw p50 (10k, 100k); socket p50 <= max(2 x raw, raw
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +41,7 @@ from typing import Any
 import apsw
 
 import benchlib as bl
+from bench_mcp import Lines  # a `hivemem mcp` process spoken to in plain JSON-RPC lines
 from hivemem import ops
 from hivemem.search import fts
 from hivemem.store import open_reader
@@ -143,38 +142,6 @@ def socket_runner(client: Any, space: str) -> Runner:
         return [int(h["id"][1:]) for h in hits["results"]]
 
     return run
-
-
-class Lines:
-    """A `hivemem mcp` process spoken to in plain JSON-RPC lines: one request written, one response read."""
-
-    def __init__(self, home: bl.Home, errlog: Any) -> None:
-        argv, pipe = [sys.executable, "-m", "hivemem", "mcp"], subprocess.PIPE
-        self.proc = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=errlog, env=home.cli_env, cwd=home.base)
-        self.next_id = 0
-        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
-        self.request("initialize", init)
-        self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def write(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any]) -> Any:
-        self.next_id += 1
-        self.write({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.proc.stdout is not None
-        answer = json.loads(self.proc.stdout.readline())
-        if answer.get("id") != self.next_id or "result" not in answer or answer["result"].get("isError"):
-            raise SystemExit(f"MCP {method} failed: {answer}")
-        return answer["result"]
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait()
-        self.proc.stdout.close()
 
 
 def mcp_runner(lines: Lines, space: str) -> Runner:
@@ -307,11 +274,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes under bench/out/")
     parser.add_argument("--cache", help="keep the prefilled homes in this directory and reuse them on the next run")
     args = parser.parse_args()
-    data = bl.data_dir()
-    root = data / "locomo" if data else None
-    if root is None or not (root / "corpus.jsonl").exists():
-        print("SKIP: LoCoMo data not found: set HIVEMEM_BENCH_DATA to the folder holding locomo/, or place it at "
-              f"{bl.REPO.parent / 'shared' / 'data'} (evaluation only; never copy it into the repo).")  # fmt: skip
+    root = bl.locomo_root()
+    if root is None:
         return 0
     bl.print_machine("bench_search_real: memory.search on LoCoMo turns vs raw FTS5 bm25")
     turns = [d["text"] for d in bl.read_jsonl(root / "corpus.jsonl")]

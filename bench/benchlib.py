@@ -381,6 +381,17 @@ def data_dir() -> Path | None:
     return None
 
 
+def locomo_root() -> Path | None:
+    """The LoCoMo folder of the evaluation data, or None after printing why the benchmark skips."""
+    data = data_dir()
+    root = data / "locomo" if data else None
+    if root is None or not (root / "corpus.jsonl").exists():
+        print("SKIP: LoCoMo data not found: set HIVEMEM_BENCH_DATA to the folder holding locomo/, or place it at "
+              f"{REPO.parent / 'shared' / 'data'} (evaluation only; never copy it into the repo).")  # fmt: skip
+        return None
+    return root
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -3,20 +3,9 @@ and recall's relevance floor for them (SPEC 11.3), through the real daemon and C
 
 from __future__ import annotations
 
-from typing import Any
-
 from conftest import Home
 from hivemem.client import DaemonClient
-
-
-def add(client: DaemonClient, content: str, space: str = "user", **fields: Any) -> str:
-    result = client.call("memory.add", space=space, content=content, **fields)
-    assert result["changed"] is True
-    return str(result["id"])
-
-
-def ids(client: DaemonClient, query: str, **params: Any) -> list[str]:
-    return [hit["id"] for hit in client.call("memory.search", query=query, **params)["results"]]
+from test_search import add, ids
 
 
 def test_a_run_of_han_finds_a_sentence_without_spaces(home: Home, owner: DaemonClient) -> None:
