@@ -46,7 +46,7 @@ class Tmpfs:
 
     def close(self) -> None:
         subprocess.run(["umount", "-l", self.path], check=False, capture_output=True, timeout=30)
-        os.rmdir(self.path)
+        os.rmdir(self.path)  # fails loudly if the mount is still there
 
 
 def mount(*args: str) -> None:
@@ -59,9 +59,11 @@ def fs(home: Home) -> Iterator[Tmpfs]:
     try:
         yield made
     finally:
-        home.stop_daemon()
-        kill_daemon(home)
-        made.close()
+        try:
+            home.stop_daemon()
+            kill_daemon(home)
+        finally:  # never leave a mount behind, whatever the daemon did
+            made.close()
 
 
 def store_on(home: Home, directory: str) -> str:
