@@ -156,7 +156,7 @@ def test_importing_the_module_does_not_load_the_engine() -> None:
     assert out.strip() == b"False"
 
 
-def test_the_entropy_helpers() -> None:
+def test_entropy_classes_and_kind_names() -> None:
     assert secrets.shannon("") == 0.0 and secrets.shannon("aaaa") == 0.0
     assert secrets.shannon("abcd") == pytest.approx(2.0)
     assert secrets.classes("abc") == 1 and secrets.classes("aB3") == 3 and secrets.classes("--") == 0
