@@ -80,10 +80,13 @@ def kill_daemon(home: Home) -> None:
 
 
 def gone(pid: int) -> bool:
-    """Dead with its files closed: no process, or a zombie (its cmdline empties before its files close)."""
+    """Dead with its files closed: no process, or a zombie whose every thread has exited (a killed
+    thread group's leader shows as a zombie while its other threads still hold the files)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                return False
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1 and not os.listdir(f"/proc/{pid}/fd")
     except OSError:
         return True
 

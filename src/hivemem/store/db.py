@@ -34,7 +34,13 @@ def connect(path: str, *, readonly: bool = False, page_size: int | None = None) 
     try:
         conn = Connection(_immutable_uri(path) if frozen else path, flags=flags)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-        fts5.prepare(conn)  # memory_fts cannot be read or written without the tokenizer
+        try:
+            fts5.prepare(conn)  # memory_fts cannot be read or written without the tokenizer
+        except apsw.Error:
+            # Registering only says the FTS5 API could not be had; on a corrupt file, reading the schema
+            # raises the CorruptError that names the real cause.
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            raise
         if page_size is not None:  # only a new, empty file takes it; it must come before WAL
             conn.execute(f"PRAGMA page_size = {int(page_size)}")
         if not readonly:
