@@ -310,7 +310,7 @@ URLS = (
     "https://user@example.com/path",
     "git@github.com:org/repo.git",
     "ssh://git@host.example.org:2222/srv/repo.git",
-    "https://registry.npmjs.org/@scope%2fpkg",
+    "https://registry.example.org/@scope%2fpkg",
     "https://auth.example.com/.well-known/openid-configuration",
     "s3://bucket-name/backups/2026-11-09/store.db.bak",
     "https://hooks.example.com/services/incoming",
