@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from hivemem.auth import Principal, can_session, session_scope
 from hivemem.errors import Denied, HivememError, InvalidParams, NotFound, Unsupported
 from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
@@ -13,7 +14,6 @@ from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
 from hivemem.store import Store, audit, erasure, listing, memories, sessions
 from hivemem.store import clients as client_store
-from hivemem.store.clients import Principal, can_session, session_scope
 from hivemem.store.db import atomic, scalar
 from hivemem.store.filters import Filter
 
