@@ -42,8 +42,8 @@ WARM_FORBIDDEN = ("apsw", "sqlite3", "_sqlite3", "numpy", "mcp", "pydantic", "ht
 
 @dataclass
 class Module:
-    rel: str  # path relative to src/hivemem, e.g. "store/db.py"
-    name: str  # dotted module name, e.g. "hivemem.store.db"
+    rel: str  # path relative to src/hivemem, e.g. "store/sqlite/db.py"
+    name: str  # dotted module name, e.g. "hivemem.store.sqlite.db"
     tree: ast.Module
 
     @property
@@ -100,7 +100,7 @@ def violations(selected: list[Module], forbidden: tuple[str, ...]) -> list[str]:
 
 def test_the_walk_sees_the_code() -> None:
     rels = {m.rel for m in MODULES}
-    assert {"store/db.py", "cli/output.py", "daemon/server.py", "paths.py", "config.py"} <= rels
+    assert {"store/sqlite/db.py", "cli/output.py", "daemon/server.py", "paths.py", "config.py"} <= rels
     assert violations([m for m in MODULES if m.rel == "daemon/server.py"], ("apsw",)), "the checker must see imports"
 
 
@@ -166,7 +166,7 @@ def test_services_never_import_adapters() -> None:
 def test_doctor_reaches_the_store_only_through_the_integrity_checks() -> None:
     doctor = next(m for m in MODULES if m.rel == "doctor.py")
     reached = {name for _, name in imports(doctor) if names(name, ("hivemem.store", "apsw", "sqlite3"))}
-    assert reached == {"hivemem.store", "hivemem.store.integrity"}
+    assert reached == {"hivemem.store.sqlite", "hivemem.store.sqlite.integrity"}
 
 
 def import_graph() -> dict[str, set[str]]:

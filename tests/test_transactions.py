@@ -15,7 +15,7 @@ from hivemem.auth import owner
 from hivemem.client import DaemonClient
 from hivemem.errors import Failed, NotFound
 from hivemem.store import Store, open_store
-from hivemem.store.db import atomic, connect
+from hivemem.store.sqlite.db import atomic, connect
 
 REFUSE_ADDED = (
     "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events WHEN NEW.type = 'memory.added' "

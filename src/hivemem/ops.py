@@ -12,10 +12,11 @@ from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
-from hivemem.store import Store, audit, erasure, listing, memories, sessions
-from hivemem.store import clients as client_store
-from hivemem.store.db import atomic, scalar
+from hivemem.store import Store
 from hivemem.store.filters import Filter
+from hivemem.store.sqlite import audit, erasure, listing, memories, sessions
+from hivemem.store.sqlite import clients as client_store
+from hivemem.store.sqlite.db import atomic, scalar
 
 Handler = Callable[[Store, Principal, dict[str, Any]], dict[str, Any]]
 FIX = "hivemem whoami --json  # set HIVEMEM_TOKEN to a client token with this right, or @owner"

@@ -16,10 +16,11 @@ from hivemem import paths, secrets
 from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
 from hivemem.errors import Failed, HivememError
-from hivemem.store import Store, memories, open_store
-from hivemem.store.clients import ensure_owner_key
+from hivemem.store import Store, open_store
 from hivemem.store.limits import Limits
-from hivemem.store.migrations import Progress
+from hivemem.store.sqlite import memories
+from hivemem.store.sqlite.clients import ensure_owner_key
+from hivemem.store.sqlite.migrations import Progress
 
 
 def limits_from(config: config_mod.Config) -> Limits:

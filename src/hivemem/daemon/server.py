@@ -21,10 +21,11 @@ from hivemem.daemon.lifecycle import Log, idle_seconds
 from hivemem.errors import Failed, HivememError, InvalidParams
 from hivemem.manifest import Verb
 from hivemem.protocol import MAX_FRAME, PROTOCOL, TooDeep, check_depth, decode, encode, reply, verb_and_params
-from hivemem.store import Store, memories, open_reader
-from hivemem.store.clients import authenticate
-from hivemem.store.db import keep_files_on_close, scalar
+from hivemem.store import Store, open_reader
 from hivemem.store.limits import Limits
+from hivemem.store.sqlite import memories
+from hivemem.store.sqlite.clients import authenticate
+from hivemem.store.sqlite.db import keep_files_on_close, scalar
 
 READERS = 4
 DRAIN_SECONDS = 2.0

@@ -7,13 +7,13 @@ from typing import Any
 import apsw
 
 from hivemem.errors import Unsupported
-from hivemem.search import fts
 from hivemem.search.fuse import K
 from hivemem.search.terms import terms
-from hivemem.store.db import snapshot
 from hivemem.store.filters import Filter
-from hivemem.store.listing import item
-from hivemem.store.memories import cut
+from hivemem.store.sqlite import search as fts
+from hivemem.store.sqlite.db import snapshot
+from hivemem.store.sqlite.listing import item
+from hivemem.store.sqlite.memories import cut
 
 # FTS5's snippet counts tokens, and one token can be a whole memory (65,536 bytes without a space): 100 such
 # hits would not fit a reply frame. 64 ordinary tokens take a few hundred bytes, far below this cut.

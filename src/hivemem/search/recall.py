@@ -8,12 +8,12 @@ import apsw
 
 from hivemem.auth import Readable
 from hivemem.render import HIDDEN_STATES, Bounds, render
-from hivemem.search import fts
 from hivemem.search.terms import floor_terms
-from hivemem.store.db import all_rows, scalar, snapshot
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
-from hivemem.store.memories import COLUMNS, shape
+from hivemem.store.sqlite import search as fts
+from hivemem.store.sqlite.db import all_rows, scalar, snapshot
+from hivemem.store.sqlite.memories import COLUMNS, shape
 
 SESSION_KINDS = ("preference", "convention", "lesson", "procedure")
 

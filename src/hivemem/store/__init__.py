@@ -8,10 +8,10 @@ from contextlib import contextmanager
 
 import apsw
 
-from hivemem.store import schema
-from hivemem.store.db import atomic, connect, read_only
 from hivemem.store.limits import Limits
-from hivemem.store.migrations import Progress, check_header, open_and_migrate
+from hivemem.store.sqlite import schema
+from hivemem.store.sqlite.db import atomic, connect, read_only
+from hivemem.store.sqlite.migrations import Progress, check_header, open_and_migrate
 
 
 class Store:

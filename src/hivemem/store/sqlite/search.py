@@ -22,10 +22,10 @@ from typing import Any, cast
 
 import apsw
 
-from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
-from hivemem.store.fts5 import MARK, RANK, TOKENIZER, prepare
-from hivemem.store.memories import COLUMNS
+from hivemem.store.sqlite.db import Row, all_rows, one, scalar
+from hivemem.store.sqlite.fts5 import MARK, RANK, TOKENIZER, prepare
+from hivemem.store.sqlite.memories import COLUMNS
 
 LIST_MAX = 100
 SMALL = 8  # spaces holding at most 1/SMALL of the store are searched inside MATCH

@@ -9,7 +9,7 @@ from typing import Any
 import apsw
 
 from hivemem.auth import Principal
-from hivemem.store.db import Row, now, one
+from hivemem.store.sqlite.db import Row, now, one
 
 ZERO = bytes(32)
 COLUMNS = "id, ts, type, principal, label, space, memory, session, revision, data"

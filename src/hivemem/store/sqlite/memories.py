@@ -13,9 +13,9 @@ import apsw
 
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, NotFound
-from hivemem.store import audit, fts_index
-from hivemem.store.db import Row, all_rows, atomic, format_time, now, one
 from hivemem.store.limits import Limits
+from hivemem.store.sqlite import audit, fts_index
+from hivemem.store.sqlite.db import Row, all_rows, atomic, format_time, now, one
 
 COLUMNS = (
     "id, space, kind, title, content, tags, status, source, provenance, confidence, confidence_state, review_after, "

@@ -9,10 +9,10 @@ from typing import Any
 import apsw
 
 from hivemem.auth import Readable
-from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
-from hivemem.store.memories import COLUMNS, cut, mid, shape
-from hivemem.store.schema import VERSION
+from hivemem.store.sqlite.db import Row, all_rows, one, scalar
+from hivemem.store.sqlite.memories import COLUMNS, cut, mid, shape
+from hivemem.store.sqlite.schema import VERSION
 
 
 def item(row: Row, *, deleted: bool = False) -> dict[str, Any]:
