@@ -39,6 +39,7 @@ from hivemem.search.terms import terms
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite import search as fts
 from hivemem.store.sqlite.db import connect
+from hivemem.store.sqlite.filters import condition
 
 SPACES = [f"bench/g{g}/s{s:02d}" for g in range(5) for s in range(10)]
 GRANT_SCOPES = ["space:bench/g0/*", "space:bench/g1/*"] + [f"space:bench/g2/s{s:02d}" for s in range(5)]
@@ -157,7 +158,7 @@ def python_cost(who: Principal, params: dict[str, Any]) -> dict[str, float]:
     def work(p: Principal) -> None:
         for space in params["spaces"]:
             p.can("read", space)
-        Filter(readable=p.scope("read"), spaces=tuple(params["spaces"])).where("m")
+        condition(Filter(readable=p.scope("read"), spaces=tuple(params["spaces"])), "m")
 
     n = 20000
     return {

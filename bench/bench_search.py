@@ -28,13 +28,14 @@ from hivemem.search.terms import terms
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite import search as fts
 from hivemem.store.sqlite.db import connect
+from hivemem.store.sqlite.filters import condition
 
 SPACES = 20
 
 
 def raw_runner(conn: Any, spaces: list[str] | None) -> Callable[[str], int]:
     flt = Filter(readable=owner().scope("read"), spaces=tuple(spaces) if spaces else None)
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     sql = fts.JOINED.format(rank=fts.BM25, where=where)  # bm25 over every match, the filter in the join
 
     def run(query: str) -> int:

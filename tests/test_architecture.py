@@ -101,7 +101,7 @@ def violations(selected: list[Module], forbidden: tuple[str, ...]) -> list[str]:
 def test_the_walk_sees_the_code() -> None:
     rels = {m.rel for m in MODULES}
     assert {"store/sqlite/db.py", "cli/output.py", "daemon/server.py", "paths.py", "config.py"} <= rels
-    assert violations([m for m in MODULES if m.rel == "daemon/server.py"], ("apsw",)), "the checker must see imports"
+    assert violations([m for m in MODULES if m.rel == "daemon/main.py"], ("apsw",)), "the checker must see imports"
 
 
 def test_core_never_imports_adapters_or_the_event_loop() -> None:
@@ -161,6 +161,27 @@ def test_services_never_import_adapters() -> None:
     services = [m for m in MODULES if m.rel in SERVICES]
     assert len(services) == len(SERVICES)
     assert violations(services, tuple(f"hivemem.{a}" for a in ADAPTERS)) == []
+
+
+def test_only_the_store_the_daemon_and_doctor_know_the_backend() -> None:
+    """Above `store/`, code speaks to the Store interface: the SQLite package and binding are the daemon's
+    (which opens the store) and doctor's (which checks the file when no daemon runs)."""
+    above = [m for m in MODULES if m.package not in ("store", "daemon") and m.rel != "doctor.py"]
+    assert violations(above, ("hivemem.store.sqlite", "apsw", "sqlite3")) == []
+
+
+def test_ops_and_search_never_see_a_connection() -> None:
+    """No `.conn`, and no SQL keyword in a string, in ops.py or search/: the Store's methods do that."""
+    checked = [m for m in MODULES if m.rel == "ops.py" or m.package == "search"]
+    found = []
+    for m in checked:
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("conn", "execute"):
+                found.append(f"{m.rel}:{node.lineno} .{node.attr}")
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+            if any(k in text for k in ("SELECT ", "INSERT ", "UPDATE ", "DELETE FROM", "PRAGMA")):
+                found.append(f"{m.rel}:{node.lineno} SQL")
+    assert found == []
 
 
 def test_doctor_reaches_the_store_only_through_the_integrity_checks() -> None:

@@ -20,7 +20,7 @@ import pytest
 from hivemem import ops
 from hivemem.auth import Principal, owner
 from hivemem.search.terms import terms
-from hivemem.store import Store, open_store
+from hivemem.store import SQLiteStore, open_store
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite import search as fts
 from hivemem.store.sqlite.fts5 import prepare
@@ -46,7 +46,7 @@ def text(rng: random.Random, n: int) -> str:
 
 @dataclass
 class Fixture:
-    store: Store
+    store: SQLiteStore
     ref: apsw.Connection
     queries: list[str]
 

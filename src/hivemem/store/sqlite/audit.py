@@ -84,18 +84,6 @@ def verify_chain(conn: apsw.Connection) -> int | None:
     return None
 
 
-def visible(principal: Principal, event: dict[str, Any], can_read_session: Any) -> bool:
-    """Per-row filter: client events for admins; others by their space, memory or session."""
-    if event["type"].startswith("client."):
-        return principal.is_owner
-    if event["space"] is not None:
-        memory = int(event["memory"][1:]) if event["memory"] else None
-        return principal.can("read", event["space"], memory)
-    if event["session"] is not None:
-        return bool(can_read_session(int(event["session"][1:]), event["principal"]))
-    return principal.is_owner
-
-
 def list_events(
     conn: apsw.Connection,
     keep: Any,
