@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import Home, client_token
-from hivemem import records
+from hivemem import records, schemas
 from hivemem.client import DaemonClient
 from hivemem.manifest import VERBS
 
@@ -44,13 +44,13 @@ def problems(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
 
 def check(verb: str, result: dict[str, Any], seen: dict[str, int]) -> dict[str, Any]:
     shape = next(v.result for v in VERBS if v.name == verb)
-    assert problems(result, records.json_schema(shape), verb) == []
+    assert problems(result, schemas.json_schema(shape), verb) == []
     seen[verb] = seen.get(verb, 0) + 1
     return result
 
 
 def test_the_checker_fails_on_a_wrong_shape() -> None:
-    written = records.json_schema(records.Written)
+    written = schemas.json_schema(records.Written)
     assert problems({"id": "m1", "revision": 1, "changed": True}, written) == []
     assert problems({"id": "m1", "revision": "1", "changed": True}, written) != []
     assert problems({"id": "m1", "revision": 1}, written) != []
@@ -60,7 +60,7 @@ def test_the_checker_fails_on_a_wrong_shape() -> None:
 
 def test_every_shape_member_has_a_type_the_schema_knows() -> None:
     for shape in records.SHAPES.values():
-        assert records.json_schema(shape)["type"] == "object"
+        assert schemas.json_schema(shape)["type"] == "object"
     assert {v.result for v in VERBS} <= set(records.SHAPES.values())
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hivemem import records
+from hivemem import records, schemas
 from hivemem.config import SETTINGS
 from hivemem.errors import CLASSES
 from hivemem.manifest import VERBS, Param, Verb
@@ -134,7 +134,7 @@ def records_markdown() -> list[str]:
     """Each result shape and every record inside one: its members, their types, and which may be absent."""
     shown: list[type] = []
     for verb in VERBS:
-        shown += [s for s in (verb.result, *records.nested(verb.result)) if s not in shown]
+        shown += [s for s in (verb.result, *schemas.nested(verb.result)) if s not in shown]
     lines = ["# Records", "", "The typed shapes results are made of (`src/hivemem/records.py`); a member marked "
              "optional may be absent, and `X | None` may be null.", ""]  # fmt: skip
     for shape in shown:

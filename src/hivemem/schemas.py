@@ -1,0 +1,67 @@
+"""The record shapes of `records.py` as JSON Schema (each MCP tool's outputSchema) and as a tree of shapes
+(the Records section of docs/verbs.md). Off the CLI's warm path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hivemem import records
+
+JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "None": "null"}
+
+
+def json_schema(shape: type) -> dict[str, Any]:
+    """The JSON Schema of a shape: its members typed, the required ones required, no others allowed."""
+    members = records.fields(shape)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: type_schema(text) for name, (text, _) in members.items()},
+        "additionalProperties": False,
+    }
+    required = [name for name, (_, needed) in members.items() if needed]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def type_schema(text: str) -> dict[str, Any]:
+    """JSON Schema of one member type as written: str, int, float, bool, None, Any, list[X], dict[...], a
+    shape's name, or a union of these with `|`."""
+    options = _split(text)
+    if len(options) > 1:
+        return {"anyOf": [type_schema(option) for option in options]}
+    if text.startswith("list["):
+        return {"type": "array", "items": type_schema(text[5:-1])}
+    if text.startswith("dict[") or text == "Any":
+        return {"type": "object"} if text != "Any" else {}
+    if text in records.SHAPES:
+        return json_schema(records.SHAPES[text])
+    return {"type": JSON_TYPES[text]}
+
+
+def nested(shape: type) -> list[type]:
+    """The shapes a shape's members name, depth first, each once."""
+    found: list[type] = []
+    for text, _ in records.fields(shape).values():
+        for name in _names(text):
+            inner = records.SHAPES.get(name)
+            if inner is not None and inner not in found:
+                found += [inner, *(n for n in nested(inner) if n not in found)]
+    return found
+
+
+def _names(text: str) -> list[str]:
+    for mark in "[],|":
+        text = text.replace(mark, " ")
+    return text.split()
+
+
+def _split(text: str) -> list[str]:
+    """`A | list[B | C]` → [`A`, `list[B | C]`]: the top-level alternatives of a union."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == "[") - (char == "]")
+        if char == "|" and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return [*parts, text[start:].strip()]
