@@ -9,16 +9,14 @@ import socket
 import threading
 import time
 
-import apsw
-
 from hivemem import config as config_mod
 from hivemem import paths, secrets
 from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
 from hivemem.errors import Failed, HivememError
-from hivemem.store import Progress, Store, open_store
+from hivemem.store import BACKEND_ERRORS, Progress, Store, open_store
+from hivemem.store.keys import ensure_owner_key
 from hivemem.store.limits import Limits
-from hivemem.store.sqlite.clients import ensure_owner_key
 
 
 def limits_from(config: config_mod.Config) -> Limits:
@@ -77,7 +75,7 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     return server.exit_code
 
 
-START_ERRORS = (HivememError, OSError, apsw.Error)
+START_ERRORS: tuple[type[BaseException], ...] = (HivememError, OSError, *BACKEND_ERRORS)
 Started = tuple[lifecycle.Locks, Store, str, socket.socket]
 
 

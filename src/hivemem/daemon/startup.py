@@ -5,11 +5,10 @@ from __future__ import annotations
 import errno
 import os
 
-import apsw
-
 from hivemem import paths
 from hivemem.config import config_path
 from hivemem.errors import Failed, HivememError
+from hivemem.store import start_cause
 
 # Codes the SPEC names for particular start failures keep their code (and exit code); they gain cause,
 # path and fix. Every other failure becomes failed.daemon_start.
@@ -28,14 +27,6 @@ BY_CODE = {
 }
 BY_ERRNO = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only",
             errno.EACCES: "permission", errno.EPERM: "permission"}  # fmt: skip
-BY_SQLITE: tuple[tuple[type[BaseException], str], ...] = (
-    (apsw.FullError, "disk_full"),
-    (apsw.ReadOnlyError, "read_only"),
-    (apsw.CorruptError, "corrupt"),
-    (apsw.NotADBError, "corrupt"),
-    (apsw.PermissionsError, "permission"),
-    (apsw.BusyError, "store_locked"),
-)
 # Causes that say what is wrong with the machine win over the code that carried them
 # (a migration that failed because the disk is full is a full disk).
 ENVIRONMENT = ("disk_full", "read_only", "permission")
@@ -88,24 +79,7 @@ def _cause(exc: BaseException, store: str) -> str:
         return KEEP.get(exc.code) or BY_CODE.get(exc.code, "other")
     if isinstance(exc, OSError):
         return BY_ERRNO.get(exc.errno or 0, "other")
-    for kind, cause in BY_SQLITE:
-        if isinstance(exc, kind):
-            return cause
-    if isinstance(exc, apsw.CantOpenError | apsw.IOError) and store:
-        return _file_system_cause(store)
-    return "other"
-
-
-def _file_system_cause(store: str) -> str:
-    """Why SQLite could not open or write the store: look at the file system it is on."""
-    directory = os.path.dirname(store)
-    try:
-        if os.statvfs(directory).f_flag & os.ST_RDONLY:
-            return "read_only"
-    except OSError:
-        return "other"
-    target = store if os.path.exists(store) else directory
-    return "other" if os.access(target, os.R_OK | os.W_OK) else "permission"
+    return start_cause(exc, store)  # the backend's own errors
 
 
 def _path_of(exc: BaseException, where: paths.Paths | None) -> str:

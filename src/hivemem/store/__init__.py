@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 
+import apsw
+
 from hivemem.store.base import Store
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import schema
-from hivemem.store.sqlite.db import connect, read_only
+from hivemem.store.sqlite.db import connect, read_only, start_cause
 from hivemem.store.sqlite.migrations import Progress, check_header, open_and_migrate
 from hivemem.store.sqlite.store import SQLiteStore
 
-__all__ = ["Limits", "Progress", "SQLiteStore", "Store", "open_reader", "open_store"]
+__all__ = ["BACKEND_ERRORS", "Limits", "Progress", "SQLiteStore", "Store", "open_reader", "open_store", "start_cause"]
+
+BACKEND_ERRORS: tuple[type[BaseException], ...] = (apsw.Error,)  # what opening a store may raise, untranslated
 
 
 def open_store(

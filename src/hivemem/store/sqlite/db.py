@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
+from hivemem.store.clock import format_time as format_time
+from hivemem.store.clock import now as now
 from hivemem.store.sqlite import fts5
 
 BUSY_TIMEOUT_MS = 5000
@@ -197,10 +198,33 @@ def snapshot(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         conn.execute("COMMIT")
 
 
-def now() -> str:
-    """RFC 3339 UTC with milliseconds: `2026-11-09T10:00:00.000Z`."""
-    return format_time(datetime.now(UTC))
+START_CAUSES: tuple[tuple[type[BaseException], str], ...] = (
+    (apsw.FullError, "disk_full"),
+    (apsw.ReadOnlyError, "read_only"),
+    (apsw.CorruptError, "corrupt"),
+    (apsw.NotADBError, "corrupt"),
+    (apsw.PermissionsError, "permission"),
+    (apsw.BusyError, "store_locked"),
+)
 
 
-def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+def start_cause(exc: BaseException, store: str) -> str:
+    """Why opening the store failed, for a SQLite error (SPEC 6.1 causes); `other` for anything else."""
+    for kind, cause in START_CAUSES:
+        if isinstance(exc, kind):
+            return cause
+    if isinstance(exc, apsw.CantOpenError | apsw.IOError) and store:
+        return _file_system_cause(store)
+    return "other"
+
+
+def _file_system_cause(store: str) -> str:
+    """Why SQLite could not open or write the store: look at the file system it is on."""
+    directory = os.path.dirname(store)
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "read_only"
+    except OSError:
+        return "other"
+    target = store if os.path.exists(store) else directory
+    return "other" if os.access(target, os.R_OK | os.W_OK) else "permission"
