@@ -9,9 +9,11 @@ from typing import Any
 from hivemem.errors import Denied, HivememError, InvalidParams, NotFound, Unsupported
 from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
+from hivemem.search import fts
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
-from hivemem.store import Store, audit, erasure, listing, memories, sessions
+from hivemem.search.terms import stopwords
+from hivemem.store import Store, audit, erasure, governance, listing, memories, sessions
 from hivemem.store import clients as client_store
 from hivemem.store.clients import Principal, can_session, session_scope
 from hivemem.store.db import atomic, scalar
@@ -147,7 +149,18 @@ def get(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]
     memory = _memory(store, principal, p["id"], "read")
     if p.get("revision") is not None:
         return memories.get_version(store.conn, memory, p["revision"], p["include_deleted"])
-    return memories.get(store.conn, memory, p["include_deleted"])
+    out = memories.get(store.conn, memory, p["include_deleted"])
+    out["relations"] = [r for r in out["relations"] if _can_read_live(store, principal, r.get("target") or r["source"])]
+    return out
+
+
+def _can_read_live(store: Store, principal: Principal, ident: str) -> bool:
+    """Whether a relation's other end is a live memory the caller may read: relations never cross that line."""
+    try:
+        memories.load(store.conn, _memory(store, principal, ident, "read"))
+    except NotFound:
+        return False
+    return True
 
 
 def update(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
@@ -234,6 +247,89 @@ def purge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, An
         if failures:
             raise erasure.unscrubbed(p["id"], failures)
     return {"id": p["id"]}
+
+
+def _session(store: Store, principal: Principal, p: dict[str, Any]) -> int | None:
+    if not p.get("session"):
+        return None
+    return int(sessions.require(store.conn, p["session"], readable_sessions(principal))[0])
+
+
+CANDIDATE_TERMS = 64  # the draft's terms OR-ed to find FTS candidates in a large space
+
+
+def _fts_candidates(store: Store) -> governance.FtsCandidates:
+    def candidates(key: str, flt: Filter) -> list[int]:
+        """Up to 20 active memories of the space sharing the draft's words, best first (stopwords left out)."""
+        words = list(dict.fromkeys(key.split()))
+        kept = [w for w in words if w not in stopwords()] or words
+        return fts.ranked(store.conn, kept[:CANDIDATE_TERMS], flt, governance.RELATED_MAX)
+
+    return candidates
+
+
+def capture(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    _write_space(principal, p["space"])
+    session = _session(store, principal, p)
+    flt = Filter(readable=principal.scope("read"), spaces=(p["space"],))
+    return governance.capture(store.conn, store.limits, principal, p, session, flt, _fts_candidates(store))
+
+
+def confirm(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    memory = _memory(store, principal, p["id"], "write")
+    return governance.confirm(store.conn, store.limits, principal, memory, p)
+
+
+def review(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    after = int(p["after"][1:]) if p.get("after") else None
+    return governance.review(store.conn, _filter(store, principal, p), after, p["limit"])
+
+
+def challenge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    if p["outcome"] == "superseded" and not p.get("replacement"):
+        raise InvalidParams("missing", "superseded needs a replacement", param="replacement")
+    if p.get("replacement") and p["outcome"] != "superseded":
+        raise InvalidParams("range", "replacement goes with the superseded outcome only", param="replacement")
+    if p.get("replacement") == p["id"]:
+        raise InvalidParams("range", "a memory cannot supersede itself", param="replacement")
+    memory = _memory(store, principal, p["id"], "write")
+    replacement = _memory(store, principal, p["replacement"], "read") if p.get("replacement") else None
+    return governance.challenge(store.conn, store.limits, principal, memory, p, replacement)
+
+
+def archive(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    memory = _memory(store, principal, p["id"], "write")
+    return governance.archive(store.conn, store.limits, principal, memory, p["revision"])
+
+
+def _relation_ends(store: Store, principal: Principal, p: dict[str, Any]) -> tuple[int, int]:
+    """Write on the source's space, read on the target's (SPEC 4.3); an unreadable end answers as absent."""
+    return _memory(store, principal, p["source"], "write"), _memory(store, principal, p["target"], "read")
+
+
+def relate(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    source, target = _relation_ends(store, principal, p)
+    return governance.relate(store.conn, principal, source, target, p["relation"], p.get("reason"))
+
+
+def unrelate(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    source, target = _relation_ends(store, principal, p)
+    return governance.unrelate(store.conn, principal, source, target, p["relation"])
+
+
+def move(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    memory = _memory(store, principal, p["id"], "write")
+    _write_space(principal, p["space"])
+    return governance.move(store.conn, store.limits, principal, memory, p["revision"], p["space"])
+
+
+def audit_(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    """A memory's events; a purged memory's are read by the space its events name."""
+    memory = int(p["id"][1:])
+    space = memories.space_of(store.conn, memory) or governance.audited_space(store.conn, memory)
+    if space is None or not principal.can("read", space, memory):
+        raise NotFound("memory", f"{p['id']} not found")
+    return governance.audit_events(store.conn, memory, p.get("after"), p["limit"])
 
 
 def space_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
@@ -363,6 +459,15 @@ HANDLERS: dict[str, Handler] = {
     "memory.recall": recall,
     "memory.forget": forget,
     "memory.purge": purge,
+    "memory.capture": capture,
+    "memory.confirm": confirm,
+    "memory.review": review,
+    "memory.challenge": challenge,
+    "memory.archive": archive,
+    "memory.relate": relate,
+    "memory.unrelate": unrelate,
+    "memory.move": move,
+    "memory.audit": audit_,
     "space.list": space_list,
     "store.status": status,
     "daemon.stop": stop,

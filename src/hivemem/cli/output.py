@@ -85,17 +85,39 @@ def human(verb: str, ok: dict[str, Any]) -> str:
         return str(ok["text"])  # a rendered envelope (memory.recall) is already text for its reader
     if verb == "doctor":
         return _doctor(ok["checks"])
+    if ok.get("applied") is False:  # a destructive challenge's preview
+        return "\n".join([*_pairs(ok), PREVIEW.format(effect=ok.get("effect", "change"))])
     for key, (header, render) in TABLES.items():
         if isinstance(ok.get(key), list):
             rows = [render(r) for r in ok[key]]
+            if key in ("memories", "results") and any(r.get("review") for r in ok[key]):
+                header = (*header[:-1], "REVIEW", header[-1])
+                rows = [[*row[:-1], _why(r), row[-1]] for row, r in zip(rows, ok[key], strict=True)]
             mode = (
                 [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")]
                 if "mode" in ok
                 else []
             )
             return "\n".join(mode + (_table([list(header), *rows]) if rows else [f"no {key}"]) + _footer(verb, ok))
+    return "\n".join(_pairs(ok))
+
+
+PREVIEW = "Preview only: nothing was written. To {effect} it, run the same command again with --confirm."
+
+
+def _pairs(ok: dict[str, Any]) -> list[str]:
     width = max((len(k) for k in ok), default=0)
-    return "\n".join(f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items())
+    return [f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items()]
+
+
+def _why(m: dict[str, Any]) -> str:
+    """Why a memory needs review (SPEC 2.1): expired since expires_at, due since review_after, or flagged."""
+    if m.get("review") == "expired":
+        return f"expired {m.get('expires_at', '')}".strip()
+    if m.get("review") == "due":
+        flagged = m.get("confidence_state") == "needs_review"
+        return "due: needs_review" if flagged else f"due {m.get('review_after', '')}"
+    return ""
 
 
 def _footer(verb: str, ok: dict[str, Any]) -> list[str]:
