@@ -111,7 +111,8 @@ _FIELDS = (
 VERBS: tuple[Verb, ...] = (
     Verb(
         "memory.add",
-        "Store a memory in a space; the same content in the same space returns the existing one. " + SECRET_SENTENCE,
+        "Store a memory in a space when the user asked to remember it (for what you inferred yourself, use "
+        "memory.capture); the same content in the same space returns the existing one. " + SECRET_SENTENCE,
         "write",
         "{id, revision, changed}",
         (
