@@ -12,9 +12,9 @@ from typing import Any
 
 import apsw
 
+from hivemem.auth import Principal
 from hivemem.errors import Conflict, InvalidParams, NotFound
 from hivemem.store import audit, memories
-from hivemem.store.clients import Principal
 from hivemem.store.db import all_rows, atomic, format_time, now, one, scalar
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
