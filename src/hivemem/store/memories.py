@@ -198,7 +198,7 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
         "review_after": p.get("review_after") or None, "expires_at": p.get("expires_at") or None,
         "revision": 1, "updated": at,
     }  # fmt: skip
-    if f["review_after"] is None and "review_after" not in p:
+    if f["review_after"] is None and action != "move":  # a moved memory keeps its dates as they were
         f["review_after"] = _default_review(limits, f["kind"], at)
     principal, label = author or (actor.id, actor.label)
     conn.execute(
