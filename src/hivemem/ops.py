@@ -272,15 +272,16 @@ def _session(store: Store, principal: Principal, p: dict[str, Any]) -> int | Non
     return int(sessions.require(store.conn, p["session"], readable_sessions(principal))[0])
 
 
-CANDIDATE_TERMS = 64  # the draft's terms OR-ed to find FTS candidates in a large space
+CANDIDATE_TERMS = 16  # the draft's distinct terms weighed to find FTS candidates in a large space
+RARE_TERMS = 8  # of which the rarest pick the candidates (docs/decisions.md D91)
 
 
 def _fts_candidates(store: Store) -> governance.FtsCandidates:
     def candidates(key: str, flt: Filter) -> list[int]:
-        """Up to 20 active memories of the space sharing the draft's words, best first (stopwords left out)."""
+        """Up to 20 active memories of the space sharing the draft's rarest words, best first (no stopwords)."""
         words = list(dict.fromkeys(key.split()))
         kept = [w for w in words if w not in stopwords()] or words
-        return fts.ranked(store.conn, kept[:CANDIDATE_TERMS], flt, governance.RELATED_MAX)
+        return fts.sharing(store.conn, kept[:CANDIDATE_TERMS], flt, governance.RELATED_MAX, RARE_TERMS)
 
     return candidates
 
