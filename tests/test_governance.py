@@ -15,7 +15,7 @@ import pytest
 from conftest import Clients, Home, client_token, fails, mcp_session, raises, wait_for
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
-from hivemem.store.integrity import events_chain
+from hivemem.store.sqlite.integrity import events_chain
 from secret_corpus import research_samples
 
 SPACE = "project/gov"

@@ -6,7 +6,6 @@ Each write is one `atomic()` transaction committing row, index, version and even
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,18 +13,21 @@ import apsw
 
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, InvalidParams, NotFound
-from hivemem.store import audit, memories
-from hivemem.store.db import all_rows, atomic, format_time, now, one, scalar
+from hivemem.search.terms import stopwords
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
-from hivemem.store.listing import item
-from hivemem.store.memories import COLUMNS, capture_key, mid
+from hivemem.store.sqlite import audit, memories, search
+from hivemem.store.sqlite.db import all_rows, atomic, format_time, now, one, scalar
+from hivemem.store.sqlite.filters import condition
+from hivemem.store.sqlite.listing import item
+from hivemem.store.sqlite.memories import COLUMNS, capture_key, mid
 
 EXHAUSTIVE_MAX = 100  # spaces with at most this many active memories are compared in full (SPEC 8.1)
 RELATED_MAX = 20
 SIMILAR = 0.5
 DESTRUCTIVE = ("stale", "wrong", "superseded")
-FtsCandidates = Callable[[str, Filter], list[int]]  # (capture key, filter) -> up to 20 ids, best first
+CANDIDATE_TERMS = 16  # the draft's distinct terms weighed to find FTS candidates in a large space
+RARE_TERMS = 8  # of which the rarest pick the candidates (docs/decisions.md D91)
 
 
 def _key_match(conn: apsw.Connection, space: str, key: str) -> int | None:
@@ -43,17 +45,24 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
-def related(conn: apsw.Connection, key: str, flt: Filter, fts: FtsCandidates) -> tuple[list[dict[str, Any]], bool]:
+def candidates(conn: apsw.Connection, key: str, flt: Filter) -> list[int]:
+    """Up to 20 active memories of the space sharing the draft's rarest words, best first (no stopwords)."""
+    words = list(dict.fromkeys(key.split()))
+    kept = [w for w in words if w not in stopwords()] or words
+    return search.sharing(conn, kept[:CANDIDATE_TERMS], flt, RELATED_MAX, RARE_TERMS)
+
+
+def related(conn: apsw.Connection, key: str, flt: Filter) -> tuple[list[dict[str, Any]], bool]:
     """Active memories the filter admits whose capture-key token sets are similar to `key`'s, and whether every
     one of them was compared (a space of at most 100) or only FTS candidates were."""
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)",
                        (*args, EXHAUSTIVE_MAX + 1)))  # fmt: skip
     exhaustive = count <= EXHAUSTIVE_MAX
     if exhaustive:
         rows = all_rows(conn, f"SELECT m.id, m.capture_key FROM memories m WHERE {where}", args)
     else:
-        ids = fts(key, flt)[:RELATED_MAX]
+        ids = candidates(conn, key, flt)[:RELATED_MAX]
         marks = ",".join("?" * len(ids))
         rows = all_rows(conn, f"SELECT id, capture_key FROM memories WHERE id IN ({marks})", ids) if ids else []
     mine = set(key.split())
@@ -63,14 +72,14 @@ def related(conn: apsw.Connection, key: str, flt: Filter, fts: FtsCandidates) ->
 
 
 def capture(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None,
-            flt: Filter, fts: FtsCandidates) -> dict[str, Any]:  # fmt: skip
+            flt: Filter) -> dict[str, Any]:  # fmt: skip
     """A draft, unless a live memory of the space has the same capture key (then nothing is written)."""
     key = capture_key(p["content"])
     with atomic(conn):
         dup = _key_match(conn, p["space"], key)
         if dup is not None:
             return {"duplicate_of": mid(dup), "changed": False, "related": [], "exhaustive": True}
-        found, exhaustive = related(conn, key, flt, fts)
+        found, exhaustive = related(conn, key, flt)
         memory = memories.insert(conn, limits, actor, p, session, status="draft", action="capture")
     return {"id": mid(memory), "revision": 1, "status": "draft", "changed": True, "related": found,
             "exhaustive": exhaustive, "independent": exhaustive and not found}  # fmt: skip
@@ -252,7 +261,7 @@ def due_key(fields: dict[str, Any], at: str) -> str:
 def review(conn: apsw.Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
     """Live active memories due for review or expired, oldest due first, paged after a memory id."""
     at = now()
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     cond = "(m.review_after <= ? OR m.expires_at <= ? OR m.confidence_state = 'needs_review')"
     keys = all_rows(
         conn,
@@ -289,3 +298,9 @@ def audit_events(conn: apsw.Connection, memory: int, before: int | None, limit: 
     rows = all_rows(conn, sql + " ORDER BY id DESC LIMIT ?", (*args, limit + 1))
     page = [audit.shown(audit.event_object(r)) for r in rows[:limit]]
     return {"events": page, "next": page[-1]["id"] if len(rows) > limit else None}
+
+
+def live_space(conn: apsw.Connection, memory: int) -> str | None:
+    """The space of a live (not deleted) memory, or None."""
+    row = one(conn, "SELECT space FROM memories WHERE id = ? AND deleted IS NULL", (memory,))
+    return str(row[0]) if row else None
