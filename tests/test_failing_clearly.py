@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -246,6 +247,31 @@ def test_a_store_moved_under_the_daemon_refuses_the_next_write_and_the_daemon_ex
     assert [m["id"] for m in after] == ([first] if how == "replaced" else [])
     assert home.ok("memory", "add", "--space", "user", "--content", "on the new file")["changed"] is True
     assert count(home) == len(after) + 1
+
+
+def test_connections_opened_after_the_store_moved_are_told_so(home: Home) -> None:
+    """Hellos at once, after a rename, land on reader threads with no connection yet: each opens one on the path,
+    which must answer failed.store_moved (not a bare store error), and the daemon then exits."""
+    home.ok("memory", "add", "--space", "user", "--content", "before the move")
+    pid = home.daemon_pid()
+    os.rename(home.paths.store, home.paths.store + ".aside")
+    codes: list[str] = []
+
+    def hello() -> None:
+        client = home.client(start=False)
+        try:
+            client.connect()
+            client.call("memory.add", space="user", content="after the move")
+        except HivememError as exc:
+            codes.append(exc.code)
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: hello(), range(8)))
+    assert codes and set(codes) <= {"failed.store_moved", "unavailable.daemon_gone", "unavailable.not_running"}
+    assert "failed.store_moved" in codes
+    assert pid is not None and wait_for(lambda: gone(pid), 10), "the daemon kept running"
 
 
 def test_a_moved_store_keeps_what_was_acknowledged_before_the_move(home: Home) -> None:

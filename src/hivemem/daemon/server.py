@@ -165,7 +165,12 @@ class Server:
         if verb == "hello":
             if state["principal"] is not None:
                 raise InvalidParams("protocol", "hello was already said on this connection")
-            principal = await loop.run_in_executor(self.readers, self._hello, params)
+            try:
+                principal = await loop.run_in_executor(self.readers, self._hello, params)
+            except Failed as exc:  # a reader opened after the store file moved finds it so (SPEC 6.1)
+                if exc.code == "failed.store_moved":
+                    self._moved(exc)
+                raise
             state["principal"] = principal
             return {**principal.author(), "server": f"hivemem {__version__}", "version": __version__,
                     "protocol": PROTOCOL, "store_id": self.store_id}  # fmt: skip

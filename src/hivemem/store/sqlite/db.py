@@ -77,12 +77,16 @@ def identity(path: str) -> tuple[int, int] | None:
 
 def check_identity(conn: apsw.Connection) -> None:
     """Refuse to write when the store path no longer names the file this connection opened (SPEC 6.1)."""
-    opened = getattr(conn, "identity", None)
-    if opened is None or identity(conn.filename) == opened:
+    check_path(conn.filename, getattr(conn, "identity", None))
+
+
+def check_path(path: str, opened: tuple[int, int] | None) -> None:
+    """failed.store_moved when `path` no longer names the file whose (device, inode) is `opened`."""
+    if opened is None or identity(path) == opened:
         return
-    message = f"{conn.filename} was deleted or replaced while the daemon ran; nothing was written"
+    message = f"{path} was deleted or replaced while the daemon ran; nothing was written"
     fix = "the daemon stops; the next call starts one on the file now at that path"
-    raise Failed("store_moved", message, path=conn.filename, fix=fix)
+    raise Failed("store_moved", message, path=path, fix=fix)
 
 
 def keep_files_on_close(conn: apsw.Connection) -> None:

@@ -39,7 +39,7 @@ from hivemem.store.base import Keep, Visible
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, clients, erasure, governance, listing, memories, search, sessions
-from hivemem.store.sqlite.db import atomic, connect, keep_files_on_close, scalar
+from hivemem.store.sqlite.db import atomic, check_path, connect, keep_files_on_close, scalar
 
 
 class SQLiteStore:
@@ -52,6 +52,7 @@ class SQLiteStore:
         self.limits = limits
         self.readonly = readonly
         self._after_commit: list[Callable[[], None]] = []
+        self._identity: tuple[int, int] | None = getattr(conn, "identity", None)
         self._memories = SQLiteMemories(self)
         self._sessions = SQLiteSessions(self)
         self._clients = SQLiteClients(self)
@@ -92,7 +93,9 @@ class SQLiteStore:
         return str(apsw.sqlite_lib_version())
 
     def reader(self) -> SQLiteStore:
-        """Another, read-only connection to the same file (the daemon's reader threads each hold one)."""
+        """Another, read-only connection to the same file (the daemon's reader threads each hold one);
+        `failed.store_moved` when the path no longer names the file this store opened for writing."""
+        check_path(self.path, self._identity)  # read here: the writer's connection belongs to its thread
         return SQLiteStore(connect(self.path, readonly=True), self.path, self.limits, readonly=True)
 
     @contextmanager
