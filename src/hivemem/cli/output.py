@@ -16,6 +16,11 @@ def line(text: str) -> None:
     sys.stdout.write(text.rstrip("\n") + "\n")
 
 
+def flush() -> None:
+    """Push what was written out now (a long-running command's first lines must reach a pipe at once)."""
+    sys.stdout.flush()
+
+
 def payload(text: str) -> None:
     """A hook's output line, if any; a closed stdout is ignored, since a hook never fails its harness."""
     if not text:
