@@ -269,7 +269,7 @@ def restore(owner: Owner, req: Request, mid: str) -> Response:
 
 def purge(owner: Owner, req: Request, mid: str) -> Response:
     if (req.field("confirm") or "").strip() != mid:
-        raise InvalidParams("confirm", f"type {mid} exactly to purge it; nothing was erased", param="confirm")
+        raise InvalidParams("range", f"type {mid} exactly to purge it; nothing was erased", param="confirm")
     owner.call("memory.purge", id=mid)
     body = f"<p>{html.esc(mid)} was erased with every version. {html.link('/search', 'Back to search')}</p>"
     return Response(body=html.page("Purged", body))

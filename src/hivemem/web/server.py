@@ -46,7 +46,8 @@ SECURITY_HEADERS = {
     "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # not no-referrer: under it Chromium sends `Origin: null` with a same-origin form, which the CSRF check refuses
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
@@ -171,14 +172,14 @@ def check_bind(host: str, exposed: bool) -> str:
     except ValueError:
         if host == "localhost":
             return ""
-        raise InvalidParams("host", f"{host} is not an IP address", param="host") from None
+        raise InvalidParams("usage", f"{host} is not an IP address", param="host") from None
     if address.is_loopback:
         return ""
     if address.is_unspecified:  # the Host check needs the one address browsers will name
-        raise InvalidParams("host", f"{host} means every interface; name the address to serve on", param="host")
+        raise InvalidParams("usage", f"{host} means every interface; name the address to serve on", param="host")
     if not exposed:
         raise InvalidParams(
-            "host",
+            "usage",
             f"{host} is not a loopback address; add --expose to serve it there anyway",
             param="host",
             fix="hivemem ui  # serves on 127.0.0.1",
@@ -209,7 +210,7 @@ def serve(
         server = UIServer(host, port, owner, login_ttl)
     except OSError as exc:
         owner.close()
-        raise InvalidParams("port", f"cannot listen on {host}:{port}: {exc.strerror}", param="port") from None
+        raise InvalidParams("usage", f"cannot listen on {host}:{port}: {exc.strerror}", param="port") from None
     if ready is not None:
         ready(server.guard.login_url(), warning)
     try:
