@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from hivemem.auth import KINDS
 from hivemem.errors import HivememError, InvalidParams
-from hivemem.manifest import KINDS, MODES, STATUSES
+from hivemem.manifest import MODES, STATUSES
 from hivemem.web import governance, html
 from hivemem.web.app import PAGE, Owner, Request, Response, error_page, redirect
 
