@@ -415,10 +415,13 @@ def page(browser: Browser, ui: UI, tmp_path: Path) -> Iterator[Page]:
     assert dialogs == [], "no script of a memory ever ran"
 
 
-def shot(tab: Page, name: str) -> None:
-    """Screenshots for docs/ui/ when HIVEMEM_UI_SCREENSHOTS names a directory; otherwise nothing."""
-    target = os.environ.get("HIVEMEM_UI_SCREENSHOTS")
-    if target:
+def shot(tab: Page, name: str, part: str = "") -> None:
+    """Screenshots for docs/ui/ when UI_SCREENSHOTS names a directory; otherwise nothing. `part` shoots one
+    element (the health page's full view names the store's path on this machine)."""
+    target = os.environ.get("UI_SCREENSHOTS")
+    if target and part:
+        tab.locator(part).screenshot(path=os.path.join(target, f"{name}.png"))
+    elif target:
         tab.screenshot(path=os.path.join(target, f"{name}.png"), full_page=False)
 
 
@@ -487,10 +490,13 @@ def test_browser_shows_a_hostile_memory_as_characters(home: Home, page: Page, ui
 
 def test_browser_sessions_and_health(home: Home, page: Page, ui: UI) -> None:
     home.ok("session", "start", "--harness", "codex")
+    home.ok("memory", "add", "--space", "user", "--content", "zig builds run in CI with the pinned version")
+    assert len(home.ok("memory", "search", "--query", "zig", "--record-usage")["results"]) == 2
     page.goto(ui.login_url)
     page.get_by_role("link", name="Sessions").click()
     page.get_by_role("link", name="s1").first.click()
     assert "codex" in page.inner_text("main")
     page.get_by_role("link", name="Health").click()
-    assert page.locator("svg").count() >= 1 and "daemon.status" in page.inner_text("main")
-    shot(page, "health")
+    assert page.locator("#activity svg").count() == 2, "added and recalled per day"
+    assert "daemon.status" in page.inner_text("main")
+    shot(page, "activity", "#activity")

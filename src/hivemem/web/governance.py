@@ -32,7 +32,7 @@ def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
         return ""
     mid, rev = m["id"], m["revision"]
     if m["status"] == "draft":
-        return "<h3>Draft</h3><p>Confirm it as it stands, or edit it above and confirm on the drafts page.</p>" + (
+        return "<h3>Draft</h3><p>Confirm it as it stands, or with the edits above; discard it with Delete.</p>" + (
             html.form(f"/memory/{mid}/confirm", req.csrf, html.hidden("revision", rev), "Confirm draft")
         )
     if m["status"] == "archived":
@@ -153,7 +153,15 @@ def _preview(owner: Owner, req: Request, mid: str, params: dict[str, Any], resul
 
 
 def confirm(owner: Owner, req: Request, mid: str) -> Response:
-    owner.call("memory.confirm", id=mid, revision=req.integer("revision"))
+    """Confirm a draft as it stands, or with the edits its form carries (only the fields the form sent)."""
+    tags = req.field("tags")
+    edits = {
+        "content": req.field("content"),
+        "title": req.field("title"),
+        "kind": req.field("kind") or None,
+        "tags": None if tags is None else [t.strip() for t in tags.split(",") if t.strip()],
+    }
+    owner.call("memory.confirm", id=mid, revision=req.integer("revision"), **edits)
     return redirect(f"/memory/{mid}")
 
 

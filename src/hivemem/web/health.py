@@ -128,7 +128,7 @@ def _charts(owner: Owner) -> str:
         charts += html.bar_chart("Memories recalled per day (usage recording)", _series(recalled, days), days)
     else:
         charts += '<p class="empty">No recall was recorded (usage recording is off unless asked for).</p>'
-    return "<h2>Activity</h2>" + charts
+    return '<section id="activity"><h2>Activity</h2>' + charts + "</section>"
 
 
 def _per_day(owner: Owner, kind: str, since: str) -> Counter[tuple[str, str]]:

@@ -100,36 +100,52 @@ def pre(text: str) -> str:
 
 
 def diff(old: str, new: str, old_label: str, new_label: str) -> str:
-    """A line diff of two texts, every line escaped; long single lines are compared by words instead."""
-    a, b = old.splitlines() or [""], new.splitlines() or [""]
-    if len(a) == 1 and len(b) == 1 and a != b:
-        a, b = old.split(" "), new.split(" ")
-    lines = list(difflib.unified_diff(a, b, old_label, new_label, lineterm="", n=3))
-    if not lines:
+    """A line diff of two texts, every line escaped; two one-line texts are compared word by word, inline."""
+    if old == new:
         return '<p class="empty">The two versions have the same text.</p>'
+    a, b = old.splitlines() or [""], new.splitlines() or [""]
+    if len(a) == 1 and len(b) == 1:
+        return _word_diff(old, new, old_label, new_label)
     out = []
-    for line in lines:
+    for line in difflib.unified_diff(a, b, old_label, new_label, lineterm="", n=3):
         kind = "add" if line.startswith("+") else "del" if line.startswith("-") else "hunk" if line[:2] == "@@" else ""
         out.append(f'<span class="{kind}">{esc(line)}</span>')
     return '<pre class="diff">' + "\n".join(out) + "</pre>"
+
+
+def _word_diff(old: str, new: str, old_label: str, new_label: str) -> str:
+    a, b = old.split(" "), new.split(" ")
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
+        if op == "equal":
+            out.append(esc(" ".join(a[i1:i2])))
+            continue
+        if i2 > i1:
+            out.append(f'<del class="del">{esc(" ".join(a[i1:i2]))}</del>')
+        if j2 > j1:
+            out.append(f'<ins class="add">{esc(" ".join(b[j1:j2]))}</ins>')
+    legend = f'<span class="del">− {esc(old_label)}</span>  <span class="add">+ {esc(new_label)}</span>\n'
+    return '<pre class="diff">' + legend + " ".join(out) + "</pre>"
 
 
 def bar_chart(title: str, series: dict[str, list[int]], days: list[str]) -> str:
     """Small inline SVG bars, one row per series (e.g. a space), one bar per day; no script, no external file."""
     if not series or not days:
         return f'<p class="empty">{esc(title)}: nothing yet.</p>'
-    width, row_h, bar_w = 40 + 12 * len(days), 34, 10
+    left, row_h, bar_w = 110, 34, 10
+    width = left + 12 * len(days)
     top = max(max(v) for v in series.values()) or 1
     rows = []
     for i, (name, values) in enumerate(series.items()):
         y0 = i * row_h + row_h - 4
         bars = "".join(
-            f'<rect x="{40 + 12 * d}" y="{y0 - 26 * v // top}" width="{bar_w}" height="{26 * v // top}">'
+            f'<rect x="{left + 12 * d}" y="{y0 - 26 * v // top}" width="{bar_w}" height="{26 * v // top}">'
             f"<title>{esc(days[d])}: {v}</title></rect>"
             for d, v in enumerate(values)
             if v
         )
-        rows.append(f'<text x="0" y="{y0}">{esc(name[:6])}</text><g class="bars">{bars}</g>')
+        label = name if len(name) <= 18 else name[:17] + "…"
+        rows.append(f'<text x="0" y="{y0}">{esc(label)}</text><g class="bars">{bars}</g>')
     height = row_h * len(series)
     return (
         f"<figure><figcaption>{esc(title)} ({esc(days[0])} to {esc(days[-1])})</figcaption>"

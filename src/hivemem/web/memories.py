@@ -181,12 +181,15 @@ def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
     if m.get("deleted"):
         restore = html.form(f"/memory/{mid}/restore", req.csrf, "", "Restore")
         return restore + _purge_form(req, mid)
-    out = [edit_form(req, m, m["content"], rev), governance.actions(owner, req, m)]
+    draft = m["status"] == "draft" and governance.available(owner)
+    edit = edit_form(req, m, m["content"], rev, button="Confirm with these edits", action="confirm") if draft else ""
+    out = [edit or edit_form(req, m, m["content"], rev), governance.actions(owner, req, m)]
     out.append(html.form(f"/memory/{mid}/delete", req.csrf, html.hidden("revision", rev), "Delete (restorable)"))
     return "".join(out) + _purge_form(req, mid)
 
 
-def edit_form(req: Request, m: dict[str, Any], content: str, revision: int, *, button: str = "Save") -> str:
+def edit_form(req: Request, m: dict[str, Any], content: str, revision: int, *, button: str = "Save",
+              action: str = "edit") -> str:  # fmt: skip
     fields = (
         html.hidden("revision", revision)
         + html.text_input("title", "Title", m.get("title", ""))
@@ -194,7 +197,7 @@ def edit_form(req: Request, m: dict[str, Any], content: str, revision: int, *, b
         + html.text_input("tags", "Tags (comma-separated)", ", ".join(m.get("tags", [])))
         + html.textarea("content", "Content", content)
     )
-    return "<h3>Edit</h3>" + html.form(f"/memory/{m['id']}/edit", req.csrf, fields, button)
+    return "<h3>Edit</h3>" + html.form(f"/memory/{m['id']}/{action}", req.csrf, fields, button)
 
 
 def _purge_form(req: Request, mid: str) -> str:
