@@ -64,6 +64,9 @@ class UIServer(ThreadingHTTPServer):
         self.owner = owner
         self.guard = Guard(host, self.server_address[1], login_ttl)
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A browser that closes a connection mid-reply is not an error worth a traceback on the terminal."""
+
 
 class Handler(BaseHTTPRequestHandler):
     server: UIServer
