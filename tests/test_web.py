@@ -91,9 +91,9 @@ class UI:
         return reply
 
 
-def start_ui(home: Home, *args: str) -> UI:
+def start_ui(home: Home, *args: str, cwd: str = "") -> UI:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hivemem", "ui", *args], env=home.env, cwd=home.base,
+        [sys.executable, "-m", "hivemem", "ui", *args], env=home.env, cwd=cwd or home.base,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -308,6 +308,21 @@ def test_lists_are_paged(home: Home, ui: UI) -> None:
     assert older, "an Older link"
     second = ui.get(older.group(1).replace("&amp;", "&"))
     assert second.body.count('<a href="/memory/m') == 10
+
+
+def test_space_placeholders_resolve_from_where_the_ui_started(home: Home) -> None:
+    home.ok("memory", "add", "--space", "project/api", "--content", "api pins Zig")
+    home.ok("memory", "add", "--space", "user", "--content", "prefers small pull requests")
+    os.mkdir(os.path.join(home.base, "api"))
+    running = start_ui(home, cwd=os.path.join(home.base, "api"))
+    try:
+        running.login()
+        project = running.get("/search?spaces=@project").body
+        assert "api pins Zig" in project and "pull requests" not in project
+        user = running.get("/search?spaces=@user").body
+        assert "pull requests" in user and "api pins Zig" not in user
+    finally:
+        assert stop_ui(running)[0] == 0
 
 
 def test_delete_restore_and_purge_behind_a_typed_confirmation(home: Home, ui: UI) -> None:

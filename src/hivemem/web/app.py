@@ -9,6 +9,7 @@ from typing import Any
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError, InvalidParams
 from hivemem.manifest import VERBS
+from hivemem.spaces import placeholder
 from hivemem.web import html
 
 VERB_NAMES = frozenset(v.name for v in VERBS)
@@ -45,6 +46,11 @@ class Request:
         """A comma-separated or repeated parameter as a list, blanks dropped."""
         raw = self.query.get(name, []) + self.form.get(name, [])
         return [w.strip() for v in raw for w in v.split(",") if w.strip()]
+
+    def spaces(self) -> list[str] | None:
+        """The `spaces` filter, `@project` and `@user` resolved as every client does (SPEC 3), from the
+        directory `hivemem ui` was started in."""
+        return [placeholder(s, param="spaces") for s in self.words("spaces")] or None
 
     def integer(self, name: str, *, required: bool = True) -> int | None:
         value = self.arg(name)
@@ -95,8 +101,8 @@ class Owner:
     def call(self, verb: str, **params: Any) -> dict[str, Any]:
         clean = {k: v for k, v in params.items() if v is not None}
         with self._lock:
-            if self.client._sock is not None and not self.client.alive():
-                self.client.close()  # the daemon went away while idle: reconnect, nothing was sent
+            if not self.client.alive():
+                self.client.close()  # never connected, or the daemon went away while idle: nothing was sent
             return self.client.call(verb, **clean)
 
     def close(self) -> None:

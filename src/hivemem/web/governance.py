@@ -54,7 +54,7 @@ def review(owner: Owner, req: Request) -> Response:
     """Memories due for review or expired, oldest due first, each with its challenge form."""
     if not available(owner):
         return _absent()
-    page = owner.call("memory.review", spaces=req.words("spaces") or None, after=req.arg("after") or None, limit=PAGE)
+    page = owner.call("memory.review", spaces=req.spaces(), after=req.arg("after") or None, limit=PAGE)
     rows = [_row(m, _challenge_inline(req, m)) for m in page["memories"]]
     body = (
         "<p>Due (review date passed or marked needs_review) and expired memories. "
@@ -69,9 +69,7 @@ def drafts(owner: Owner, req: Request) -> Response:
     """Drafts proposed by agents: confirm (optionally after editing) or discard."""
     if not available(owner):
         return _absent()
-    page = owner.call(
-        "memory.list", status="draft", spaces=req.words("spaces") or None, after=req.arg("after") or None, limit=PAGE
-    )
+    page = owner.call("memory.list", status="draft", spaces=req.spaces(), after=req.arg("after") or None, limit=PAGE)
     rows = []
     for m in page["memories"]:
         confirm = html.form(f"/memory/{m['id']}/confirm", req.csrf, html.hidden("revision", m["revision"]), "Confirm")

@@ -18,7 +18,7 @@ def search(owner: Owner, req: Request) -> Response:
     """Search with a query, or list newest first without one; filters for spaces, kinds, tags and status."""
     query, status, mode = req.arg("q").strip(), req.arg("status", "active"), req.arg("mode", "auto")
     filters = {
-        "spaces": req.words("spaces") or None,
+        "spaces": req.spaces(),
         "kinds": req.words("kinds") or None,
         "tags": req.words("tags") or None,
     }
