@@ -484,10 +484,11 @@ def test_browser_search_open_edit_and_see_a_conflict(home: Home, page: Page, ui:
     assert urlsplit(page.url).path == "/memory/m1"
     assert memory(home)["content"] == "api pins Zig 0.13 with zigversion" and memory(home)["revision"] == 3
     shot(page, "memory")
-    page.fill("input[name=a]", "1")
+    page.fill("input[name=a]", "2")
     page.fill("input[name=b]", "3")
     page.get_by_role("button", name="Compare").click()
-    assert page.locator(".diff .add").count() >= 1 and page.locator(".diff .del").count() >= 1
+    assert page.locator(".diff del").all_inner_texts() == ["0.14 (changed from the CLI)"]
+    assert page.locator(".diff ins").all_inner_texts() == ["0.13 with zigversion"]
     shot(page, "diff")
 
 
