@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
@@ -128,7 +128,7 @@ def ui(home: Home) -> Iterator[UI]:
         assert code == 0, err
 
 
-def memory(home: Home, mid: str = "m1") -> dict[str, object]:
+def memory(home: Home, mid: str = "m1") -> dict[str, Any]:
     result = home.ok("memory", "get", "--id", mid, "--include-deleted")
     assert isinstance(result, dict)
     return result
@@ -516,3 +516,74 @@ def test_browser_sessions_and_health(home: Home, page: Page, ui: UI) -> None:
     assert page.locator("#activity svg").count() == 2, "added and recalled per day"
     assert "daemon.status" in page.inner_text("main")
     shot(page, "activity", "#activity")
+
+
+# --- governance: review queue, drafts, challenges -------------------------------------------------------------
+
+
+def test_browser_challenge_superseded_through_the_preview(home: Home, page: Page, ui: UI) -> None:
+    home.ok("memory", "add", "--space", "project/api", "--content", "api pins Zig 0.14 with zigversion")
+    page.goto(ui.login_url)
+    page.goto(f"{ui.origin}/memory/m1")
+    page.select_option("select[name=outcome]", "superseded")
+    page.fill("input[name=replacement]", "m2")
+    page.fill("input[name=reason]", "the pin moved to 0.14")
+    page.get_by_role("button", name="Challenge").click()
+    assert "Preview" in page.inner_text("main") and "Nothing has changed yet" in page.inner_text("main")
+    assert memory(home)["status"] == "active" and memory(home)["revision"] == 1, "a preview writes nothing"
+    shot(page, "challenge-preview")
+    page.get_by_role("button", name="Apply: superseded").click()
+    assert urlsplit(page.url).path == "/memory/m1"
+    after = memory(home)
+    assert after["status"] == "archived" and after["confidence_state"] == "deprecated"
+    assert {"relation": "supersedes", "source": "m2", "direction": "in"} in after["relations"]
+    assert "supersedes" in page.inner_text("main") and "memory.challenged" in page.inner_text("main")
+
+
+def test_browser_confirm_a_draft(home: Home, page: Page, ui: UI) -> None:
+    draft = home.ok("memory", "capture", "--space", "project/api", "--content", "tests run with make check")
+    page.goto(ui.login_url)
+    page.get_by_role("link", name="Drafts").click()
+    assert "tests run with make check" in page.inner_text("main") and TRUST in page.inner_text("main")
+    shot(page, "drafts")
+    page.get_by_role("button", name="Confirm").first.click()
+    confirmed = memory(home, draft["id"])
+    assert confirmed["status"] == "active" and confirmed["confidence_state"] == "user_confirmed"
+    page.get_by_role("link", name="Drafts").click()
+    assert "No draft is waiting" in page.inner_text("main")
+
+
+def test_a_draft_is_confirmed_with_edits_or_discarded(home: Home, ui: UI) -> None:
+    first = home.ok("memory", "capture", "--space", "user", "--content", "prefers tabs")["id"]
+    second = home.ok("memory", "capture", "--space", "user", "--content", "uses vim sometimes")["id"]
+    ui.login()
+    assert "Confirm with these edits" in ui.get(f"/memory/{first}").body
+    fields = {"revision": "1", "content": "prefers spaces, four of them", "title": "Indent", "kind": "preference",
+              "tags": "style"}  # fmt: skip
+    assert ui.post(f"/memory/{first}/confirm", fields).status == 303
+    confirmed = memory(home, first)
+    assert confirmed["content"] == "prefers spaces, four of them" and confirmed["kind"] == "preference"
+    assert confirmed["status"] == "active" and confirmed["tags"] == ["style"]
+    assert ui.post(f"/memory/{second}/delete", {"revision": "1"}).status == 303
+    assert "deleted" in memory(home, second)
+    assert "uses vim" not in ui.get("/drafts").body
+
+
+def test_the_review_queue_lists_due_and_expired_memories(home: Home, ui: UI) -> None:
+    home.ok("memory", "add", "--space", "user", "--content", "due one", "--review-after", "2020-01-01T00:00:00Z")
+    home.ok("memory", "add", "--space", "user", "--content", "expired one", "--expires-at", "2020-01-01T00:00:00Z")
+    ui.login()
+    queue = ui.get("/review")
+    assert queue.status == 200 and TRUST in queue.body
+    assert "due one" in queue.body and "expired one" in queue.body and "zigversion" not in queue.body
+    still = ui.post("/memory/m2/challenge", {"revision": "1", "outcome": "still_valid"})
+    assert still.status == 303 and memory(home, "m2")["confidence_state"] == "user_confirmed"
+    stale = ui.post("/memory/m3/challenge", {"revision": "1", "outcome": "stale"})
+    assert stale.status == 200 and "Preview" in stale.body and memory(home, "m3")["status"] == "active"
+    bad = ui.post("/memory/m3/challenge", {"revision": "1", "outcome": "explode"})
+    assert bad.status == 400 and memory(home, "m3")["revision"] == 1
+    missing = ui.post("/memory/m3/challenge", {"revision": "1", "outcome": "superseded", "confirm": "1"})
+    assert missing.status == 400 and memory(home, "m3")["status"] == "active"
+    applied = ui.post("/memory/m3/challenge", {"revision": "1", "outcome": "stale", "confirm": "1"})
+    assert applied.status == 303 and memory(home, "m3")["status"] == "archived"
+    assert ui.post("/memory/m3/restore", {}).status == 303 and memory(home, "m3")["status"] == "active"
