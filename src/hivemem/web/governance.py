@@ -18,7 +18,8 @@ ROWS = ("id", "space", "kind", "title", "text", "why", "updated", "")
 
 
 def available(owner: Owner) -> bool:
-    return all(owner.has(v) for v in ("memory.review", "memory.confirm", "memory.challenge", "memory.archive"))
+    return (owner.has("memory.review") and owner.has("memory.confirm") and owner.has("memory.challenge")
+            and owner.has("memory.archive"))  # fmt: skip
 
 
 def _absent() -> Response:
