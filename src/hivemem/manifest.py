@@ -504,4 +504,95 @@ VERBS += (
     ),
 )
 
+PATH_HELP = "File path; the CLI makes it absolute against its working directory before sending."
+
+VERBS += (
+    Verb(
+        "store.export",
+        "Write the export document of readable memories, their relations and sessions to a 0600 file "
+        "(default: exports/ beside the store); the document never crosses the socket.",
+        "read",
+        "{path, memories, bytes}",
+        (
+            SPACES,
+            _p("include_deleted", "boolean", "Also export soft-deleted memories.", default=False),
+            _p("path", "string", "Where to write it (a new file). " + PATH_HELP, max_bytes=4096, format="path"),
+        ),
+        ("denied.read", "denied.path", "conflict.path_exists", "invalid_params.path"),
+        mcp=False,
+        writes=True,  # it appends memory.exported, and reads one consistent snapshot on the writer
+        examples=("hivemem store export --spaces @project --path project.json",),
+    ),
+    Verb(
+        "store.import",
+        "Import an export document in one transaction: duplicates skipped, new ids, provenance naming the "
+        "original store, id and author. The whole document is validated first. " + SECRET_SENTENCE,
+        "write",
+        "{planned: {add, duplicate, skip}, applied}",
+        (
+            _p(
+                "path",
+                "string",
+                "The export document to read. " + PATH_HELP,
+                required=True,
+                max_bytes=4096,
+                format="path",
+            ),
+            _p("dry_run", "boolean", "Validate and plan; write nothing.", default=False),
+            _p("space_map", "object", 'Rename spaces on the way in: {"old": "new"}.', format="space_map"),
+        ),
+        ("invalid_params.import", "invalid_params.secret_content", "invalid_params.path", "denied.write"),
+        mcp=False,
+        writes=True,
+        examples=(
+            "hivemem store import --path project.json --dry-run",
+            """hivemem store import --path project.json --space-map '{"project/old":"project/new"}'""",
+        ),
+    ),
+    Verb(
+        "store.check",
+        "Run every integrity check (SPEC 12.2) and report findings; read-only (admin).",
+        "admin",
+        "{ok, findings: [{check, memory?, event?, detail}], counts: {check: n}}",
+        mcp=False,
+        writes=True,  # FTS5's integrity-check is an INSERT command: it changes nothing, but needs a writable handle
+        examples=("HIVEMEM_TOKEN=@owner hivemem store check --json",),
+        idempotent=True,
+    ),
+    Verb(
+        "store.repair_fts",
+        "Preview a rebuild of the search index from canonical rows; with apply and confirm, take a validated "
+        "backup and rebuild it in one transaction (admin).",
+        "admin",
+        "{applied, findings, backup?, indexed?}",
+        (
+            _p("apply", "boolean", "Rebuild (needs confirm).", default=False, writes=True),
+            _p("confirm", "boolean", "Confirm the rebuild.", default=False),
+        ),
+        ("invalid_params.missing", "failed.repair_refused", "conflict.path_exists"),
+        mcp=False,
+        examples=("HIVEMEM_TOKEN=@owner hivemem store repair-fts --apply --confirm",),
+    ),
+    Verb(
+        "store.backup",
+        "Write a consistent online copy of the store (VACUUM INTO) to a new 0600 file, fsynced and validated "
+        "(admin). Copies made this way are yours: purge does not reach them.",
+        "admin",
+        "{path, bytes}",
+        (
+            _p(
+                "path",
+                "string",
+                "The backup file to create. " + PATH_HELP,
+                required=True,
+                max_bytes=4096,
+                format="path",
+            ),
+        ),
+        ("denied.path", "conflict.path_exists", "invalid_params.path"),
+        mcp=False,
+        examples=("HIVEMEM_TOKEN=@owner hivemem store backup --path hivemem-backup.db",),
+    ),
+)
+
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}

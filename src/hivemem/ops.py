@@ -11,10 +11,12 @@ from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
-from hivemem.store import Store, audit, erasure, listing, memories, sessions
+from hivemem.store import Store, audit, erasure, files, integrity, listing, memories, repair, sessions, transfer
+from hivemem.store import backup as backups
 from hivemem.store import clients as client_store
+from hivemem.store import transfer_check as documents
 from hivemem.store.clients import Principal, can_session, session_scope
-from hivemem.store.db import atomic, scalar
+from hivemem.store.db import atomic, now, scalar
 from hivemem.store.filters import Filter
 
 Handler = Callable[[Store, Principal, dict[str, Any]], dict[str, Any]]
@@ -351,6 +353,45 @@ def config_reload(store: Store, principal: Principal, p: dict[str, Any]) -> dict
     return {"reloaded": True}
 
 
+def export(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    """Write the export document; a caller exports only what it can read (SPEC 4.3)."""
+    spaces = p.get("spaces")
+    _readable_spaces(principal, spaces or [])
+    stamp = now().replace(":", "").replace("-", "")
+    dest = p.get("path") or f"{files.default_dir(store.data_dir, 'exports')}/hivemem-export-{stamp}.json"
+    keep: transfer.Keep = lambda space, memory: principal.can("read", space, memory)  # noqa: E731
+    every = principal.is_owner and spaces is None
+    return transfer.export(store.conn, principal, dest, keep, spaces, p["include_deleted"], every)
+
+
+def import_(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    """Validate the whole document, check write on every target space, then plan or apply it in one transaction."""
+    doc = documents.document(documents.read(p["path"]), store.limits.max_content_bytes, p.get("space_map") or {})
+    for space in sorted({m["space"] for m in doc.memories}):
+        _write_space(principal, space)
+    if doc.sessions and not session_scope(principal, "write")[0]:
+        raise denied(principal, "write", "session:*")
+    if p["dry_run"]:
+        return transfer.dry_run(store.conn, doc)
+    return transfer.apply(store.conn, store.limits, principal, doc)
+
+
+def check_store(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return integrity.report(integrity.run(store.conn))
+
+
+def repair_fts(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    if p["apply"] and not p["confirm"]:
+        raise InvalidParams("missing", "--apply rebuilds the search index: add --confirm", param="confirm")
+    if not p["apply"]:
+        return repair.preview(store.conn)
+    return repair.rebuild(store.conn, files.default_dir(store.data_dir, "backups"), store.limits.backups_keep)
+
+
+def backup(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+    return backups.backup(store.conn, p["path"])
+
+
 HANDLERS: dict[str, Handler] = {
     "memory.add": add,
     "memory.get": get,
@@ -379,4 +420,9 @@ HANDLERS: dict[str, Handler] = {
     "events.list": events_list,
     "events.follow": events_follow,
     "config.reload": config_reload,
+    "store.export": export,
+    "store.import": import_,
+    "store.check": check_store,
+    "store.repair_fts": repair_fts,
+    "store.backup": backup,
 }

@@ -178,23 +178,36 @@ def add(
             "source": p.get("source") or None, "provenance": _json(p.get("provenance")),
             "confidence": float(p.get("confidence", 1.0)), "confidence_state": p.get("confidence_state"),
             "review_after": p.get("review_after") or None, "expires_at": p.get("expires_at") or None,
-            "revision": 1, "updated": at,
         }  # fmt: skip
         if f["review_after"] is None:
             f["review_after"] = _default_review(limits, f["kind"], at)
-        conn.execute(
-            "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
-            "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
-            "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
-            (f["space"], f["kind"], f["title"], f["content"], digest, capture_key(f["content"]), f["tags"], "active",
-             f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
-             f["expires_at"], 1, actor.id, actor.label, actor.id, actor.label, session, at, at),
-        )  # fmt: skip
-        f["id"] = conn.last_insert_rowid()
-        _index(conn, f["id"], f["title"], f["content"], f["tags"])
-        _version(conn, limits, f, "add", actor)
+        insert(conn, limits, actor, f, session, at)
         audit.append(conn, "memory.added", actor, space=f["space"], memory=f["id"], session=session, revision=1)
     return {"id": mid(f["id"]), "revision": 1, "changed": True}
+
+
+def insert(conn: apsw.Connection, limits: Limits, actor: Principal, f: dict[str, Any], session: int | None,
+           at: str, action: str = "add") -> int:  # fmt: skip
+    """Write a new memory row (revision 1, authored by `actor`), its index entry and first version, inside the
+    caller's transaction; `f` holds the stored columns (tags space-separated, provenance as JSON text)."""
+    conn.execute(
+        "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
+        "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
+        "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
+        (f["space"], f["kind"], f["title"], f["content"], sha256(f["content"]), capture_key(f["content"]), f["tags"],
+         f["status"], f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
+         f["expires_at"], 1, actor.id, actor.label, actor.id, actor.label, session, at, at),
+    )  # fmt: skip
+    f.update(id=conn.last_insert_rowid(), revision=1, updated=at)
+    _index(conn, f["id"], f["title"], f["content"], f["tags"])
+    _version(conn, limits, f, action, actor)
+    return int(f["id"])
+
+
+def live_duplicate(conn: apsw.Connection, space: str, content: str) -> int | None:
+    """The live memory of `space` holding this content (NFC-equal), if any."""
+    dup = _live_duplicate(conn, space, sha256(content))
+    return int(dup[0]) if dup else None
 
 
 def _json(value: Any) -> str | None:
