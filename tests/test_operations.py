@@ -62,7 +62,8 @@ RICH = document(
          "created": "2026-10-01T10:00:00.000Z", "updated": "2026-10-02T10:00:00.000Z"},
         {"id": "m5", "space": "user", "kind": "preference", "content": "Prefers small PRs.", "tags": [],
          "status": "draft", "confidence": 0.7, "confidence_state": "inferred", "revision": 1,
-         "author": {"principal": "g1", "label": "claude-code"}, "updated_by": {"principal": "g1", "label": "claude-code"},
+         "author": {"principal": "g1", "label": "claude-code"},
+         "updated_by": {"principal": "g1", "label": "claude-code"},
          "created": "2026-10-01T10:00:00.000Z", "updated": "2026-10-01T10:00:00.000Z"},
         {"id": "m7", "space": "project/api", "kind": "fact", "title": "Old pin", "content": "api pins Zig 0.12",
          "tags": ["zig"], "status": "archived", "confidence": 1.0, "revision": 2,
@@ -243,11 +244,13 @@ BAD: list[tuple[str, Any, str, str]] = [
     ("secret deep in provenance", with_items({"id": "m2", "space": "user", "content": "x",
                                               "provenance": {"kind": "file", "reason": "token ghp_" + "a1B2" * 9}}),
      "invalid_params.secret_content", "/memories/1/provenance"),
-    ("secret in a session", with_items(sessions=[{"session": "s1", "harness": "codex", "started": "2026-10-01T09:00:00Z",
+    ("secret in a session", with_items(sessions=[{"session": "s1", "harness": "codex",
+                                                  "started": "2026-10-01T09:00:00Z",
                                                   "cwd": "/x/password=hunter2hunter2"}]),
      "invalid_params.secret_content", "/sessions/0/cwd"),
     ("secret in a relation reason", with_items({"id": "m2", "space": "user", "content": "x"}, relations=[
-        {"source": "m1", "target": "m2", "relation": "related", "reason": "Authorization: Bearer abcdefghijklmnop1234"}]),
+        {"source": "m1", "target": "m2", "relation": "related",
+         "reason": "Authorization: Bearer abcdefghijklmnop1234"}]),
      "invalid_params.secret_content", "/relations/0/reason"),
 ]  # fmt: skip
 
