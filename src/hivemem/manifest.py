@@ -566,11 +566,12 @@ VERBS += (
         "admin",
         "{applied, findings, backup?, indexed?}",
         (
-            _p("apply", "boolean", "Rebuild (needs confirm).", default=False, writes=True),
+            _p("apply", "boolean", "Rebuild (needs confirm).", default=False),
             _p("confirm", "boolean", "Confirm the rebuild.", default=False),
         ),
         ("invalid_params.missing", "failed.repair_refused", "conflict.path_exists"),
         mcp=False,
+        writes=True,  # the preview writes nothing, but FTS5's integrity-check needs a writable handle
         examples=("HIVEMEM_TOKEN=@owner hivemem store repair-fts --apply --confirm",),
     ),
     Verb(
