@@ -17,7 +17,7 @@ from conftest import Home, fails
 from hivemem.store import fts_index
 from hivemem.store.db import connect
 
-Edit = Callable[[apsw.Connection], None]
+Edit = Callable[[apsw.Connection], object]
 
 
 def filled(home: Home, n: int = 6) -> list[str]:
@@ -43,8 +43,8 @@ def canonical(home: Home) -> list[Any]:
     home.stop_daemon()
     conn = connect(home.paths.store, readonly=True)
     try:
-        return [conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
-                for t in ("memories", "memory_versions", "memory_relations", "sessions", "clients", "events")]  # fmt: skip
+        tables = ("memories", "memory_versions", "memory_relations", "sessions", "clients", "events")
+        return [conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables]
     finally:
         conn.close()
 
