@@ -80,8 +80,9 @@ CORRUPTIONS: list[tuple[str, Edit, str, str | None, bool]] = [
 @pytest.mark.parametrize(
     ("name", "change", "found", "memory", "repairable"), CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS]
 )
-def test_each_corruption_is_found_and_the_index_ones_repaired(home: Home, name: str, change: Edit, found: str,
-                                                              memory: str | None, repairable: bool) -> None:  # fmt: skip
+def test_each_corruption_is_found_and_the_index_ones_repaired(
+    home: Home, name: str, change: Edit, found: str, memory: str | None, repairable: bool
+) -> None:
     filled(home)
     edit(home, change)
     report = check(home)
