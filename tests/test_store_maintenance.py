@@ -188,3 +188,52 @@ def test_purge_erases_the_text_from_backups_and_exports_it_manages(home: Home) -
 def open_bytes(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def test_restore_swaps_in_a_backup_and_keeps_the_current_store(home: Home) -> None:
+    first = home.ok("memory", "add", "--space", "user", "--content", "from before the backup")["id"]
+    copy = os.path.join(home.base, "copy.db")
+    home.ok("store", "backup", "--path", copy)
+    later = home.ok("memory", "add", "--space", "user", "--content", "written after the backup")["id"]
+    connected = home.client()  # an agent still connected: the daemon keeps serving, restore refuses
+    try:
+        connected.call("whoami")
+        fails(home, "store", "restore", "--path", copy, code="conflict.daemon_running", exit_code=5)
+    finally:
+        connected.close()
+    home.stop_daemon()
+    fails(home, "store", "restore", "--path", copy, code="denied.admin", exit_code=4, token=None)
+    result = home.ok("store", "restore", "--path", "copy.db")  # relative to the CLI's working directory
+    assert result["from"] == copy and result["path"] == home.paths.store
+    assert result["check"] == {"ok": True, "findings": [], "counts": {}}
+    assert os.path.dirname(result["previous"]) == home.paths.backups
+    assert os.stat(home.paths.store).st_mode & 0o777 == 0o600
+    assert [m["id"] for m in home.ok("memory", "list")["memories"]] == [first]
+    fails(home, "memory", "get", "--id", later, code="not_found.memory", exit_code=3)
+    home.stop_daemon()
+    back = home.ok("store", "restore", "--path", result["previous"])  # and back again
+    assert back["check"]["ok"] is True
+    assert {m["id"] for m in home.ok("memory", "list")["memories"]} == {first, later}
+
+
+def test_restore_refuses_what_is_not_a_good_hivemem_store(home: Home) -> None:
+    home.ok("memory", "add", "--space", "user", "--content", "the store as it is")
+    home.stop_daemon()
+    before = open_bytes(home.paths.store)
+    foreign = os.path.join(home.base, "other-app.db")
+    conn = apsw.Connection(foreign)
+    conn.execute("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('not ours')")
+    conn.close()
+    fails(home, "store", "restore", "--path", foreign, code="unsupported.store_schema", exit_code=10)
+    good = os.path.join(home.base, "good.db")
+    home.ok("store", "backup", "--path", good)
+    home.stop_daemon()
+    broken = os.path.join(home.base, "broken.db")
+    with open(broken, "wb") as f:
+        data = open_bytes(good)
+        f.write(data[: len(data) // 2])
+    fails(home, "store", "restore", "--path", broken, code="failed.backup", exit_code=1)
+    fails(home, "store", "restore", "--path", os.path.join(home.base, "none.db"), code="invalid_params.path",
+          exit_code=2)  # fmt: skip
+    assert open_bytes(home.paths.store) == before, "the store is untouched"
+    assert not os.path.exists(home.paths.backups) or os.listdir(home.paths.backups) == []

@@ -551,7 +551,7 @@ VERBS += (
     ),
     Verb(
         "store.check",
-        "Run every integrity check (SPEC 12.2) and report findings; read-only (admin).",
+        "Run every integrity check and report findings; changes nothing (admin).",
         "admin",
         "{ok, findings: [{check, memory?, event?, detail}], counts: {check: n}}",
         mcp=False,

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from typing import Any
 
 from hivemem.errors import Denied, HivememError, InvalidParams, NotFound, Unsupported
 from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
+from hivemem.paths import ensure_dir
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
-from hivemem.store import Store, audit, erasure, files, integrity, listing, memories, repair, sessions, transfer
+from hivemem.store import (
+    Store,
+    audit,
+    erasure,
+    files,
+    integrity,
+    listing,
+    memories,
+    open_store,
+    repair,
+    sessions,
+    transfer,
+)
 from hivemem.store import backup as backups
 from hivemem.store import clients as client_store
 from hivemem.store import transfer_check as documents
@@ -390,6 +404,19 @@ def repair_fts(store: Store, principal: Principal, p: dict[str, Any]) -> dict[st
 
 def backup(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
     return backups.backup(store.conn, p["path"])
+
+
+def restore_store(store_path: str, source: str, keep: int) -> dict[str, Any]:
+    """`hivemem store restore`: with no daemon serving the store, swap in a validated backup (the current store
+    is kept in backups/), then open it (migrating an older one) and run every integrity check."""
+    ensure_dir(os.path.dirname(store_path))
+    with backups.store_locked(store_path):
+        result = backups.restore(store_path, source, keep)
+        store = open_store(store_path)
+        try:
+            return {**result, "check": integrity.report(integrity.run(store.conn))}
+        finally:
+            store.close()
 
 
 HANDLERS: dict[str, Handler] = {
