@@ -13,8 +13,8 @@ from typing import Any
 
 import apsw
 
+from hivemem.auth import Principal
 from hivemem.store import audit, files, memories, sessions
-from hivemem.store.clients import Principal
 from hivemem.store.db import all_rows, atomic, now, scalar, snapshot
 from hivemem.store.limits import Limits
 from hivemem.store.transfer_check import Document
