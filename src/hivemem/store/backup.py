@@ -31,7 +31,7 @@ def backup(conn: apsw.Connection, dest: str, *, counts: bool = False) -> dict[st
     files.check_destination(dest)
     tmp = files.temporary(dest)
     try:
-        conn.execute("VACUUM INTO ?", (tmp,))
+        _vacuum_into(conn, tmp)
         os.chmod(tmp, 0o600)
         files.fsync_file(tmp)
         validate(tmp, row_counts(conn) if counts else None)
@@ -41,6 +41,19 @@ def backup(conn: apsw.Connection, dest: str, *, counts: bool = False) -> dict[st
             os.unlink(tmp)
         raise
     return {"path": dest, "bytes": os.path.getsize(dest)}
+
+
+def _vacuum_into(conn: apsw.Connection, dest: str) -> None:
+    """`VACUUM INTO dest`. Inside the writer's transaction (a repair) VACUUM cannot run on that connection, so a
+    second, read-only one takes it: the transaction holds the write lock, so it sees exactly the committed state."""
+    if conn.getautocommit():
+        conn.execute("VACUUM INTO ?", (dest,))
+        return
+    reader = connect(conn.filename, readonly=True)
+    try:
+        reader.execute("VACUUM INTO ?", (dest,))
+    finally:
+        reader.close()
 
 
 def row_counts(conn: apsw.Connection) -> dict[str, int]:
