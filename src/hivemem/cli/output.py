@@ -100,6 +100,8 @@ def human(verb: str, ok: dict[str, Any]) -> str:
 
 def _footer(verb: str, ok: dict[str, Any]) -> list[str]:
     lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
+    if isinstance(ok.get("planned"), dict):  # an import's plan
+        lines.append("planned: " + ", ".join(f"{n} {what}" for what, n in ok["planned"].items()))
     if ok.get("versions"):  # memory.history
         lines.append("A version's text: hivemem memory get --id ID --revision N")
     return lines
@@ -156,6 +158,10 @@ TABLES: dict[str, tuple[tuple[str, ...], Any]] = {
     ),
     "spaces": (("SPACE", "MEMORIES", "UPDATED"), lambda s: [s["space"], str(s["memories"]), s["updated"] or ""]),
     "deleted": (("ID", "REV", "STATUS"), lambda d: [d["id"], f"r{d['revision']}", "deleted"]),
+    "items": (  # `hivemem import --dry-run`: what would come in, from which file and line
+        ("FROM", "KIND", "TEXT"),
+        lambda i: [f"{i['path']}:{i['line']}", i["kind"], " ".join(i["content"].split())[:70]],
+    ),
     "clients": (
         ("NAME", "PRINCIPAL", "GRANTS", "CREATED", "EXPIRES"),
         lambda c: [c["name"], c["principal"], _grants(c["grants"]), c["created"], c.get("expires") or "never"],
