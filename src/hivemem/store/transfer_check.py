@@ -7,11 +7,13 @@ imported memory obeys every bound a new one does, secret scanning included. The 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from hivemem import secrets
 from hivemem.errors import HivememError, InvalidParams
 from hivemem.manifest import BY_NAME, STATUSES, Param
 from hivemem.params import check
@@ -59,10 +61,11 @@ RELATION: dict[str, Param] = {
     "author": Param("author", "object", ""),
     "created": _stamp("created"),
 }
+AUTHOR_LABEL = Param("label", "string", "", max_bytes=128, scanned=True)
 STORE_ID = Param("store_id", "string", "", max_bytes=128, format="source", scanned=True)
-BY_PARAMS = {  # the principal objects: {principal, label?}, labels scanned (an author's label is kept on import)
+BY_PARAMS = {  # the principal objects {principal, label?}; only the author's label is kept (original_author)
     "principal": Param("principal", "string", "", max_bytes=128, format="source"),
-    "label": Param("label", "string", "", max_bytes=128, format="source", scanned=True),
+    "label": Param("label", "string", "", max_bytes=128, format="source"),
 }
 
 
@@ -156,7 +159,10 @@ def pointer_in(at: str, *parts: Any) -> str:
 def _member(rule: Param, value: Any, at: str, limit: int) -> Any:
     """One member checked by its param's rules; the error says where, and a secret stays a secret refusal."""
     if rule.type == "object" and rule.name in ("author", "updated_by", "reported_by"):
-        return _item(value, at, BY_PARAMS, ("principal",), limit)
+        by = _item(value, at, BY_PARAMS, ("principal",), limit)
+        if rule.name == "author" and _has_secret(str(by.get("label", ""))):
+            _member(AUTHOR_LABEL, by["label"], pointer_in(at, "label"), limit)  # raises the refusal
+        return by
     if rule.name == "provenance" and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in DAEMON_ONLY}
     try:
@@ -166,6 +172,12 @@ def _member(rule: Param, value: Any, at: str, limit: int) -> Any:
             raise InvalidParams("secret_content", f"{at} contains a secret ({exc.data.get('kind')}); nothing was "
                                 "imported", at=at, param="path", kind=exc.data.get("kind")) from None  # fmt: skip
         raise bad(at, exc.message) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _has_secret(label: str) -> bool:
+    """Labels repeat on every item of a document: each distinct one is scanned once."""
+    return secrets.find(label) is not None
 
 
 def _unique(at: str, key: str, seen: set[str], value: str) -> None:
