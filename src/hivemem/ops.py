@@ -426,14 +426,18 @@ def backup(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, A
 def restore_store(store_path: str, source: str, keep: int) -> dict[str, Any]:
     """`hivemem store restore`: with no daemon serving the store, swap in a validated backup (the current store
     is kept in backups/), then open it (migrating an older one) and run every integrity check."""
-    ensure_dir(os.path.dirname(store_path))
-    with backups.store_locked(store_path):
-        result = backups.restore(store_path, source, keep)
-        store = open_store(store_path)
-        try:
-            return {**result, "check": integrity.report(integrity.run(store.conn))}
-        finally:
-            store.close()
+    old = os.umask(0o077)  # it runs in the CLI: what it creates (WAL, backups/) is private whatever the umask
+    try:
+        ensure_dir(os.path.dirname(store_path))
+        with backups.store_locked(store_path):
+            result = backups.restore(store_path, source, keep)
+            store = open_store(store_path)
+            try:
+                return {**result, "check": integrity.report(integrity.run(store.conn))}
+            finally:
+                store.close()
+    finally:
+        os.umask(old)
 
 
 HANDLERS: dict[str, Handler] = {
