@@ -337,3 +337,17 @@ def test_export_paths_resolve_against_the_cli_and_never_replace_or_follow(home: 
     default = home.ok("store", "export")["path"]
     assert os.path.dirname(default) == home.paths.exports
     assert os.stat(home.paths.exports).st_mode & 0o777 == 0o700 and os.stat(default).st_mode & 0o777 == 0o600
+
+
+def test_sessions_without_a_harness_id_are_not_added_twice(home: Home) -> None:
+    doc = document(
+        [{"id": "m1", "space": "user", "content": "said in a session", "session": "s3"}],
+        sessions=[{"session": "s3", "harness": "script", "started": "2026-10-01T09:00:00.000Z"},
+                  {"session": "s4", "harness": "script", "started": "2026-10-02T09:00:00.000Z"}],
+    )  # fmt: skip
+    path = write(home, "sessions.json", doc)
+    home.ok("store", "import", "--path", path)
+    assert home.ok("store", "status")["sessions"] == 1, "only the session a memory names"
+    before = store_state(home)
+    assert home.ok("store", "import", "--path", path)["planned"] == {"add": 0, "duplicate": 1, "skip": 0}
+    assert store_state(home) == before

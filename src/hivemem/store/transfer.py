@@ -103,10 +103,11 @@ def _sessions(conn: apsw.Connection, used: set[int] | None) -> list[dict[str, An
     return [sessions.shape(r) for r in rows]
 
 
-def plan(conn: apsw.Connection, doc: Document) -> dict[str, int]:
-    """{add, duplicate, skip}: what applying `doc` would do now (deleted memories are skipped)."""
+def plan(conn: apsw.Connection, doc: Document) -> tuple[dict[str, int], set[str]]:
+    """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and the ids it would add."""
     counts = {"add": 0, "duplicate": 0, "skip": 0}
     planned: set[tuple[str, bytes]] = set()
+    adds: set[str] = set()
     for m in doc.memories:
         if m.get("deleted"):
             counts["skip"] += 1
@@ -116,20 +117,23 @@ def plan(conn: apsw.Connection, doc: Document) -> dict[str, int]:
             counts["duplicate"] += 1
         else:
             planned.add(key)
+            adds.add(m["id"])
             counts["add"] += 1
-    return counts
+    return counts, adds
 
 
 def dry_run(conn: apsw.Connection, doc: Document) -> dict[str, Any]:
     with snapshot(conn):
-        return {"planned": plan(conn, doc), "applied": False}
+        return {"planned": plan(conn, doc)[0], "applied": False}
 
 
 def apply(conn: apsw.Connection, limits: Limits, actor: Principal, doc: Document) -> dict[str, Any]:
     """Apply a validated document in one transaction: sessions, then memories, then relations."""
     with atomic(conn):
-        planned = plan(conn, doc)
-        session_ids = {s["session"]: _import_session(conn, actor, s, doc) for s in doc.sessions}
+        planned, adds = plan(conn, doc)
+        wanted = _needed_sessions(doc, adds)
+        session_ids = {s["session"]: _import_session(conn, actor, s, doc) for s in doc.sessions
+                       if s["session"] in wanted or s.get("harness_session")}  # fmt: skip
         at = now()
         ids: dict[str, int] = {}
         for m in doc.memories:
@@ -139,6 +143,20 @@ def apply(conn: apsw.Connection, limits: Limits, actor: Principal, doc: Document
             if r["source"] in ids and r["target"] in ids:
                 _import_relation(conn, actor, ids[r["source"]], ids[r["target"]], r, at)
     return {"planned": planned, "applied": True}
+
+
+def _needed_sessions(doc: Document, adds: set[str]) -> set[str]:
+    """The sessions that memories being added name, with their ancestors. A session the store may already
+    hold is found by its harness session id; one without that id is imported only when needed, so importing
+    the same document again adds nothing."""
+    parent = {s["session"]: s.get("parent") for s in doc.sessions}
+    wanted: set[str] = set()
+    for m in doc.memories:
+        n = m.get("session") if m["id"] in adds else None
+        while n is not None and n not in wanted:  # parents have lower numbers: this ends
+            wanted.add(n)
+            n = parent.get(n)
+    return wanted
 
 
 def _import_session(conn: apsw.Connection, actor: Principal, s: dict[str, Any], doc: Document) -> int:
