@@ -169,9 +169,13 @@ def main() -> int:
     parser.add_argument("--bytes", type=int, default=1000, help="content size of each memory (default 1000)")
     args = parser.parse_args()
     bl.print_machine("store.export / store.import against a raw SQLite dump and load")
-    rows = [run_size(n, args.bytes, args.keep) for n in bl.parse_sizes(args.sizes)]
-    bl.table(("memories", "document", "export s", "import s", "raw dump s", "raw load s",
-              "(export+import)/(dump+load)", "export RSS growth MB"), rows)  # fmt: skip
+    headers = ("memories", "document", "export s", "import s", "raw dump s", "raw load s",
+               "(export+import)/(dump+load)", "export RSS growth MB")  # fmt: skip
+    rows = []
+    for n in bl.parse_sizes(args.sizes):
+        rows.append(run_size(n, args.bytes, args.keep))
+        bl.table(headers, rows)  # after each size, so a long run shows what it has
+        sys.stdout.flush()
     return 0
 
 
