@@ -29,7 +29,9 @@ def other() -> Iterator[Home]:
     try:
         yield h
     finally:
-        h.stop_daemon()
+        # Home.stop_daemon finds a daemon through this process's environment, which points at `home`:
+        # the second home's daemon is stopped through its own CLI, and waited for.
+        h.cli("stop")
         shutil.rmtree(h.base, ignore_errors=True)
 
 
