@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hivemem import ops
 from hivemem.auth import owner
 from hivemem.errors import HivememError
-from hivemem.store import Store, open_store
-from hivemem.store.db import scalar
+from hivemem.store import SQLiteStore, open_store
+from hivemem.store.sqlite.db import scalar
 
 VALID: dict[str, Any] = {
     "format": "hivemem.export", "version": 1, "store_id": "s-1",
@@ -61,7 +61,7 @@ def store() -> Any:
     opened.close()
 
 
-def counts(store: Store) -> tuple[int, ...]:
+def counts(store: SQLiteStore) -> tuple[int, ...]:
     tables = ("memories", "memory_versions", "memory_relations", "sessions", "events")
     return tuple(int(scalar(store.conn, f"SELECT count(*) FROM {t}")) for t in tables)
 

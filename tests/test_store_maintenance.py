@@ -14,8 +14,8 @@ import apsw
 import pytest
 
 from conftest import Home, fails
-from hivemem.store import fts_index
-from hivemem.store.db import connect
+from hivemem.store.sqlite import fts_index
+from hivemem.store.sqlite.db import connect
 
 Edit = Callable[[apsw.Connection], object]
 

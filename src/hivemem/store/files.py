@@ -40,6 +40,14 @@ def default_dir(data_dir: str, name: str) -> str:
     return ensure_dir(os.path.join(data_dir, name))
 
 
+def default_export(data_dir: str) -> str:
+    """`exports/hivemem-export-<time>.json` beside the store."""
+    from datetime import UTC, datetime
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
+    return os.path.join(default_dir(data_dir, "exports"), f"hivemem-export-{stamp}.json")
+
+
 def temporary(dest: str) -> str:
     return f"{dest}.tmp-{os.getpid()}"
 

@@ -14,9 +14,10 @@ from typing import Any
 import apsw
 
 from hivemem.auth import Principal
-from hivemem.store import audit, files, memories, sessions
-from hivemem.store.db import all_rows, atomic, now, scalar, snapshot
+from hivemem.store import files
 from hivemem.store.limits import Limits
+from hivemem.store.sqlite import audit, memories, sessions
+from hivemem.store.sqlite.db import all_rows, atomic, now, scalar, snapshot
 from hivemem.store.transfer_check import Document
 
 FORMAT, VERSION = "hivemem.export", 1

@@ -17,9 +17,10 @@ import apsw
 
 from hivemem.errors import Conflict, Failed, HivememError, InvalidParams, Unsupported
 from hivemem.paths import fsync_dir
-from hivemem.store import files, schema
-from hivemem.store.db import all_rows, connect, now, scalar
-from hivemem.store.migrations import check_header
+from hivemem.store import files
+from hivemem.store.sqlite import schema
+from hivemem.store.sqlite.db import all_rows, connect, now, scalar
+from hivemem.store.sqlite.migrations import check_header
 
 COUNTED = ("memories", "memory_versions", "memory_relations", "sessions", "events")
 REPAIR_PREFIX = ".bak-repair-"

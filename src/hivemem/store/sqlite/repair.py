@@ -10,8 +10,8 @@ from typing import Any
 import apsw
 
 from hivemem.errors import Failed
-from hivemem.store import backup, fts_index, integrity
-from hivemem.store.db import atomic
+from hivemem.store.sqlite import backup, fts_index, integrity
+from hivemem.store.sqlite.db import atomic
 
 REFUSED: dict[str, integrity.Check] = {
     "schema.unexpected": integrity.schema_unexpected,
