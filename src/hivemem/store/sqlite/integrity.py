@@ -15,10 +15,9 @@ from typing import Any
 import apsw
 
 from hivemem.params import MAX_TAGS, TAG_RE
-from hivemem.store import open_reader
 from hivemem.store.sqlite import fts5, schema
 from hivemem.store.sqlite.audit import verify_chain
-from hivemem.store.sqlite.db import all_rows
+from hivemem.store.sqlite.db import all_rows, connect
 from hivemem.store.sqlite.migrations import check_header
 from hivemem.store.sqlite.secret_scan import Progress, Report, scan_stored
 
@@ -191,11 +190,11 @@ def check_file(path: str, checks: dict[str, Check] = QUICK) -> list[Finding]:
     """
     old = os.umask(0o077)
     try:
-        store = open_reader(path)
+        conn = _open_read_only(path)
         try:
-            return run(store.conn, checks)
+            return run(conn, checks)
         finally:
-            store.close()
+            conn.close()
     finally:
         os.umask(old)
 
@@ -204,13 +203,19 @@ def scan_secrets(path: str, budget_s: float, progress: Progress | None = None) -
     """Scan the live memories of the store file for secrets (read-only, under umask 077), within `budget_s`."""
     old = os.umask(0o077)
     try:
-        store = open_reader(path)
+        conn = _open_read_only(path)
         try:
-            return scan_stored(store.conn, budget_s, progress)
+            return scan_stored(conn, budget_s, progress)
         finally:
-            store.close()
+            conn.close()
     finally:
         os.umask(old)
+
+
+def _open_read_only(path: str) -> apsw.Connection:
+    """A read-only connection to an existing store file of this version (a foreign or newer one is refused)."""
+    check_header(path)
+    return connect(path, readonly=True)
 
 
 def schema_version(path: str) -> int:

@@ -4,22 +4,33 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
+
+import apsw
 
 from hivemem.auth import Principal
 from hivemem.records import BackupMade, CheckReport, Exported, Imported, Repair
 from hivemem.store import files
+from hivemem.store.limits import Limits
 from hivemem.store.sqlite import backup, integrity, repair, transfer
 from hivemem.store.transfer_check import Document
 
-if TYPE_CHECKING:
-    from hivemem.store.sqlite.store import SQLiteStore
+
+class Host(Protocol):
+    """What these operations need of the SQLite store (named here, not imported: the store imports this)."""
+
+    conn: apsw.Connection
+    limits: Limits
+
+    @property
+    def data_dir(self) -> str: ...
+    def close(self, *, checkpoint: bool = False, moved: bool = False) -> None: ...
 
 
 class SQLiteOperations:
     __slots__ = ("_store",)
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Host) -> None:
         self._store = store
 
     def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
@@ -45,7 +56,7 @@ class SQLiteOperations:
         return cast(BackupMade, backup.backup(self._store.conn, dest))
 
 
-def restore(store_path: str, source: str, keep: int, open_store: Callable[[str], object]) -> dict[str, object]:
+def restore(store_path: str, source: str, keep: int, open_store: Callable[[str], Host]) -> dict[str, object]:
     """Swap in a validated backup under the store lock, then open it and run every check (D103)."""
     from hivemem.paths import ensure_dir
 
@@ -54,7 +65,7 @@ def restore(store_path: str, source: str, keep: int, open_store: Callable[[str],
         ensure_dir(os.path.dirname(store_path))
         with backup.store_locked(store_path):
             result = backup.restore(store_path, source, keep)
-            store = cast("SQLiteStore", open_store(store_path))
+            store = open_store(store_path)
             try:
                 return {**result, "check": integrity.report(integrity.run(store.conn))}
             finally:
