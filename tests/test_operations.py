@@ -353,3 +353,41 @@ def test_sessions_without_a_harness_id_are_not_added_twice(home: Home) -> None:
     before = store_state(home)
     assert home.ok("store", "import", "--path", path)["planned"] == {"add": 0, "duplicate": 1, "skip": 0}
     assert store_state(home) == before
+
+
+def on_a_terminal(home: Home, *args: str) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal (stdout a pipe): (exit code, stdout, what the terminal got)."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = dict(home.env, HIVEMEM_TOKEN="@owner")
+    proc = subprocess.Popen([sys.executable, "-m", "hivemem", *args], stdout=subprocess.PIPE, stderr=follower,
+                            env=env, cwd=home.base)  # fmt: skip
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out = proc.communicate(timeout=120)[0]
+    os.close(leader)
+    return proc.returncode, out.decode(), seen.decode("utf-8", "replace")
+
+
+def test_long_work_shows_progress_on_a_terminal_only(home: Home) -> None:
+    many = document(
+        [{"id": f"m{i}", "space": "user", "content": f"memory number {i} of many"} for i in range(1, 10001)]
+    )
+    path = write(home, "many.json", many)
+    code, out, terminal = on_a_terminal(home, "store", "import", "--path", path, "--dry-run")
+    assert code == 0 and "planned" in out
+    assert "hivemem store import:" in terminal and " s " in terminal, terminal
+    code, out, terminal = on_a_terminal(home, "store", "import", "--path", path, "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["planned"]["add"] == 10000
+    assert terminal == "", "silent with --json"

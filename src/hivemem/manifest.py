@@ -51,21 +51,23 @@ class Verb:
     - `effect`: what the daemon does once it has replied: `stop` (shut down) or `reload` (re-read config);
     - `returns_memory_text`: results hand stored text to the model, so MCP frames them as untrusted data;
     - `destructive`, `idempotent`: the MCP hints (readOnlyHint is `not writes`);
-    - `cli_name`: the CLI command, by default `<group> <verb>` with `_` as `-` (`store repair-fts`).
+    - `cli_name`: the CLI command, by default `<group> <verb>` with `_` as `-` (`store repair-fts`);
+    - `long`: may run for a while on a big store, so the CLI shows its progress on a terminal (SPEC 11.1).
     """
 
-    __slots__ = ("cli_name", "destructive", "effect", "errors", "examples", "idempotent", "mcp", "name", "params",
-                 "result", "returns_memory_text", "right", "stream", "summary", "writes")  # fmt: skip
+    __slots__ = ("cli_name", "destructive", "effect", "errors", "examples", "idempotent", "long", "mcp", "name",
+                 "params", "result", "returns_memory_text", "right", "stream", "summary", "writes")  # fmt: skip
 
     def __init__(self, name: str, summary: str, right: str, result: type, params: tuple[Param, ...] = (),
                  errors: tuple[str, ...] = (), *, mcp: bool = True, writes: bool = False,
                  examples: tuple[str, ...] = (), stream: str = "", effect: str = "",
                  returns_memory_text: bool = False, destructive: bool = False, idempotent: bool = False,
-                 cli_name: str = "") -> None:  # fmt: skip
+                 cli_name: str = "", long: bool = False) -> None:  # fmt: skip
         self.name, self.summary, self.right, self.result = name, summary, right, result
         self.params, self.errors, self.mcp, self.writes = params, errors, mcp, writes
         self.examples, self.stream, self.effect = examples, stream, effect
         self.returns_memory_text, self.destructive, self.idempotent = returns_memory_text, destructive, idempotent
+        self.long = long
         group, _, verb = name.rpartition(".")
         self.cli_name = cli_name or f"{group} {verb.replace('_', '-')}".strip()
         if effect and effect not in EFFECTS:  # a typo would otherwise be a verb that silently does nothing more
@@ -522,6 +524,7 @@ VERBS += (
         mcp=False,
         writes=True,  # it appends memory.exported, and reads one consistent snapshot on the writer
         examples=("hivemem store export --spaces @project --path project.json",),
+        long=True,
     ),
     Verb(
         "store.import",
@@ -548,6 +551,7 @@ VERBS += (
             "hivemem store import --path project.json --dry-run",
             """hivemem store import --path project.json --space-map '{"project/old":"project/new"}'""",
         ),
+        long=True,
     ),
     Verb(
         "store.check",
@@ -558,6 +562,7 @@ VERBS += (
         writes=True,  # FTS5's integrity-check is an INSERT command: it changes nothing, but needs a writable handle
         examples=("HIVEMEM_TOKEN=@owner hivemem store check --json",),
         idempotent=True,
+        long=True,
     ),
     Verb(
         "store.repair_fts",
@@ -573,6 +578,7 @@ VERBS += (
         mcp=False,
         writes=True,  # the preview writes nothing, but FTS5's integrity-check needs a writable handle
         examples=("HIVEMEM_TOKEN=@owner hivemem store repair-fts --apply --confirm",),
+        long=True,
     ),
     Verb(
         "store.backup",
@@ -593,6 +599,7 @@ VERBS += (
         ("denied.path", "conflict.path_exists", "invalid_params.path"),
         mcp=False,
         examples=("HIVEMEM_TOKEN=@owner hivemem store backup --path hivemem-backup.db",),
+        long=True,
     ),
 )
 

@@ -30,7 +30,8 @@ def run(args: list[str]) -> int:
     json_mode = "--json" in args
     try:
         ns = parser.parse_args(args)
-        result = harvest_into(ns.kind, ns.path, ns.space, ns.active, ns.dry_run)
+        with output.Working("hivemem import", not ns.json):
+            result = harvest_into(ns.kind, ns.path, ns.space, ns.active, ns.dry_run)
     except HivememError as exc:
         return output.error(exc, json_mode)
     return output.result("import", result, json_mode)

@@ -43,6 +43,37 @@ def progress(done: int, total: int, final: bool) -> None:
         sys.stderr.flush()
 
 
+class Working:
+    """`LABEL: N s` on one rewritten stderr line while long work runs in the daemon, on a terminal only (pipes
+    and --json readers see nothing); the line is cleared when the work ends."""
+
+    def __init__(self, label: str, shown: bool) -> None:
+        self.label, self.shown = label, shown and sys.stderr.isatty()
+        self._done: Any = None
+
+    def __enter__(self) -> Working:
+        if self.shown:
+            import threading
+            import time
+
+            self._done = threading.Event()
+            start = time.monotonic()
+
+            def tick() -> None:
+                while not self._done.wait(0.5):
+                    sys.stderr.write(f"\r{self.label}: {time.monotonic() - start:.0f} s ")
+                    sys.stderr.flush()
+
+            threading.Thread(target=tick, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._done is not None:
+            self._done.set()
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 

@@ -91,6 +91,7 @@ def traits(verb: Verb) -> list[str]:
     said += [EFFECT_WORDS[verb.effect]] if verb.effect else []
     said += ["returns memory text (untrusted data)"] if verb.returns_memory_text else []
     said += [name for name in ("destructive", "idempotent") if getattr(verb, name)]
+    said += ["shows progress on a terminal"] if verb.long else []
     said += [f"clients default `{p.name}` to the {p.client_default.replace('_', ' ')}" for p in verb.params
              if p.client_default]  # fmt: skip
     return said
