@@ -26,6 +26,8 @@ def places(home: Home) -> tuple[str, str]:
     project = os.path.join(fake_home, "src", "api")
     os.makedirs(project)
     home.env["HOME"] = fake_home
+    for moved in ("CODEX_HOME", "CLAUDE_CONFIG_DIR"):  # the harnesses' own homes, when set, win over HOME
+        home.env.pop(moved, None)
     return fake_home, project
 
 
@@ -83,6 +85,15 @@ def test_codex_files_come_in_as_active_memories_when_asked(home: Home, places: t
                                               "The API rate limit is 100 requests a minute."}  # fmt: skip
     assert {m["source"] for m in active} == {"codex:AGENTS.md", "codex:notes.md"}
     assert {m["provenance"]["path"] for m in active} == {".codex/AGENTS.md", "AGENTS.md", ".codex/memories/notes.md"}
+
+
+def test_codex_home_moves_where_codex_memories_are_read(home: Home, places: tuple[str, str]) -> None:
+    _, project = places
+    elsewhere = os.path.join(home.base, "codex-home")
+    put(os.path.join(elsewhere, "memories", "MEMORY.md"), "# Task group\n\n- The deploy job needs VPN access.\n")
+    home.env["CODEX_HOME"] = elsewhere
+    result = home.ok("import", "--from", "codex", "--space", "project/api", "--dry-run", cwd=project)
+    assert [i["content"] for i in result["items"]] == ["The deploy job needs VPN access."]
 
 
 def test_the_mcp_memory_servers_knowledge_graph(home: Home) -> None:

@@ -37,15 +37,19 @@ class Item:
 
 def default_paths(kind: str, cwd: str, home: str) -> list[str]:
     """Where a harness keeps memories when no --path is given (those that exist)."""
+    from hivemem.paths import harness_home
+
     if kind == "claude-code":
+        own = harness_home(kind)
         project = re.sub(r"[^A-Za-z0-9]", "-", cwd)  # Claude Code names a project's folder after its path
-        found = [os.path.join(home, ".claude", "CLAUDE.md"), os.path.join(cwd, "CLAUDE.md"),
+        found = [os.path.join(own, "CLAUDE.md"), os.path.join(cwd, "CLAUDE.md"),
                  os.path.join(cwd, ".claude", "CLAUDE.md"), os.path.join(cwd, "CLAUDE.local.md")]  # fmt: skip
-        found += sorted(glob.glob(os.path.join(home, ".claude", "projects", project, "memory", "*.md")))
+        found += sorted(glob.glob(os.path.join(own, "projects", project, "memory", "*.md")))
     elif kind == "codex":
-        found = [os.path.join(home, ".codex", "AGENTS.md"), os.path.join(home, ".codex", "AGENTS.override.md"),
+        own = harness_home(kind)
+        found = [os.path.join(own, "AGENTS.md"), os.path.join(own, "AGENTS.override.md"),
                  os.path.join(cwd, "AGENTS.md"), os.path.join(cwd, "AGENTS.override.md")]  # fmt: skip
-        found += sorted(glob.glob(os.path.join(home, ".codex", "memories", "**", "*.md"), recursive=True))
+        found += sorted(glob.glob(os.path.join(own, "memories", "**", "*.md"), recursive=True))
     else:
         raise InvalidParams("missing", f"--from {kind} needs --path", param="path")
     return [p for p in found if os.path.isfile(p)]
