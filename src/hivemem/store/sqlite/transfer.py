@@ -182,18 +182,12 @@ def _import_memory(conn: apsw.Connection, limits: Limits, actor: Principal, m: d
     existing = memories.live_duplicate(conn, m["space"], m["content"])
     if existing is not None:
         return existing
-    f = {
-        "space": m["space"], "kind": m.get("kind", "note"), "title": m.get("title", ""), "content": m["content"],
-        "tags": " ".join(m.get("tags", [])), "status": m.get("status", "active"), "source": m.get("source"),
-        "provenance": json.dumps(provenance(m, doc.store_id), sort_keys=True, ensure_ascii=False),
-        "confidence": float(m.get("confidence", 1.0)), "confidence_state": m.get("confidence_state"),
-        "review_after": m.get("review_after"), "expires_at": m.get("expires_at"),
-    }  # fmt: skip
-    memory = memories.insert(conn, limits, actor, f, session, at, action="import")
+    p = {k: m[k] for k in ("space", "kind", "title", "content", "tags", "source", "confidence", "confidence_state",
+                           "review_after", "expires_at") if m.get(k) is not None}  # fmt: skip
+    p["provenance"] = provenance(m, doc.store_id)
     data = {"original_id": m["id"], "original_store": doc.store_id}
-    audit.append(conn, "memory.imported", actor, space=f["space"], memory=memory, session=session, revision=1,
-                 data=data)  # fmt: skip
-    return memory
+    return memories.insert(conn, limits, actor, p, session, status=m.get("status", "active"), action="import",
+                           data=data)  # fmt: skip
 
 
 PROVENANCE_BYTES = 2048
