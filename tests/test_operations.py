@@ -121,21 +121,29 @@ def test_round_trip_keeps_every_field_with_relations_and_sessions(home: Home, ot
     """Import a document into a store, export it, import that into an empty store, export again: equal."""
     assert home.ok("store", "import", "--path", write(home, "rich.json", RICH))["planned"] == {
         "add": 3, "duplicate": 0, "skip": 0}  # fmt: skip
+    a = home.ok("memory", "add", "--space", "user", "--content", "native relation source")["id"]
+    b = home.ok("memory", "add", "--space", "user", "--content", "native relation target")["id"]
+    home.ok("memory", "relate", "--source", a, "--target", b, "--relation", "derived_from", "--reason", "made here")
     first = read(home.ok("store", "export", "--path", os.path.join(home.base, "first.json"))["path"])
     assert other.ok("store", "import", "--path", os.path.join(home.base, "first.json")) == {
-        "planned": {"add": 3, "duplicate": 0, "skip": 0}, "applied": True}  # fmt: skip
+        "planned": {"add": 5, "duplicate": 0, "skip": 0}, "applied": True}  # fmt: skip
     second_path = os.path.join(other.base, "second.json")
     result = other.ok("store", "export", "--path", second_path)
     second = read(second_path)
-    assert result == {"path": second_path, "memories": 3, "bytes": os.path.getsize(second_path)}
-    original, a, b = by_content(RICH), by_content(first), by_content(second)
-    assert set(original) == set(a) == set(b)
+    assert result == {"path": second_path, "memories": 5, "bytes": os.path.getsize(second_path)}
+    original, once, twice = by_content(RICH), by_content(first), by_content(second)
+    assert set(once) == set(twice) == {*original, "native relation source", "native relation target"}
+    for content in once:
+        assert spec_fields(once[content]) == spec_fields(twice[content]), content
     for content in original:
-        assert spec_fields(a[content]) == spec_fields(b[content]) == spec_fields(original[content]), content
-    assert relations_by_content(first) == relations_by_content(second) == relations_by_content(RICH)
-    assert relations_by_content(second) == [("api pins Zig 0.13", "api pins Zig 0.12", "supersedes", "newer pin")]
+        assert spec_fields(once[content]) == spec_fields(original[content]), content
+    assert relations_by_content(first) == relations_by_content(second)
+    assert relations_by_content(second) == [
+        ("api pins Zig 0.13", "api pins Zig 0.12", "supersedes", "newer pin"),
+        ("native relation source", "native relation target", "derived_from", "made here"),
+    ]
     assert sessions_shape(first) == sessions_shape(second) == sessions_shape(RICH)
-    assert b["api pins Zig 0.13"]["session"] in {s["session"] for s in second["sessions"]}
+    assert twice["api pins Zig 0.13"]["session"] in {s["session"] for s in second["sessions"]}
     assert {k for m in second["memories"] for k in m} <= {
         *SPEC_FIELDS,
         "id",
