@@ -37,10 +37,10 @@ def explicit(home: Home) -> None:
     home.config('[daemon]\nstartup = "explicit"\n')
 
 
-def launch(home: Home, *, control: bool = False, **settings: str | int) -> subprocess.Popen[str]:
+def launch(home: Home, settings: dict[str, str | int] | None = None, *, control: bool = False) -> subprocess.Popen[str]:
     """Start the real daemon on the fault VFS (settings: mode, seed, cut_at, arm, sync)."""
     env = dict(home.env)
-    for key, value in settings.items():
+    for key, value in (settings or {}).items():
         env[f"HIVEMEM_FAULT_{key.upper()}"] = str(value)
     if control:
         env["HIVEMEM_FAULT_CONTROL"] = "1"
@@ -82,7 +82,9 @@ def command(proc: subprocess.Popen[str], line: str) -> dict[str, Any]:
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str]:
-    """Wait for a launched daemon to end; its return code and stderr."""
+    """Wait for a launched daemon to end; its return code and stderr (a second call: "" for stderr)."""
+    if proc.stderr is not None and proc.stderr.closed:
+        return proc.wait(timeout), ""
     for stream in (proc.stdin, proc.stdout):
         if stream is not None:
             stream.close()

@@ -103,13 +103,13 @@ class FaultFile(apsw.VFSFile):  # type: ignore[misc]
                     disk.files[self.path] = FileState(bytearray(super().xRead(size, 0) if size else b""))
                 self.state = disk.files[self.path]
 
-    def xRead(self, amount: int, offset: int) -> bytes:  # noqa: N802
+    def xRead(self, amount: int, offset: int) -> bytes:
         if not self.buffered:
             return bytes(super().xRead(amount, offset))
         with self.disk.lock:
             return bytes(self.state.data[offset : offset + amount])  # short: SQLite zero-fills and knows
 
-    def xWrite(self, data: bytes, offset: int) -> None:  # noqa: N802
+    def xWrite(self, data: bytes, offset: int) -> None:
         self.disk.tick("xWrite")
         if not self.buffered:
             super().xWrite(data, offset)
@@ -123,7 +123,7 @@ class FaultFile(apsw.VFSFile):  # type: ignore[misc]
             if self.disk.mode == "reorder" and self.disk.rng.random() < EARLY_FLUSH:
                 super().xWrite(data, offset)  # the OS wrote this one back early, out of order
 
-    def xTruncate(self, size: int) -> None:  # noqa: N802
+    def xTruncate(self, size: int) -> None:
         self.disk.tick("xTruncate")
         if not self.buffered:
             super().xTruncate(size)
@@ -132,7 +132,7 @@ class FaultFile(apsw.VFSFile):  # type: ignore[misc]
             del self.state.data[size:]
             self.state.pending.append(("t", size, b""))
 
-    def xSync(self, flags: int) -> None:  # noqa: N802
+    def xSync(self, flags: int) -> None:
         self.disk.tick("xSync")
         if self.buffered:
             with self.disk.lock:
@@ -144,13 +144,13 @@ class FaultFile(apsw.VFSFile):  # type: ignore[misc]
                 self.state.pending.clear()
         super().xSync(flags)
 
-    def xFileSize(self) -> int:  # noqa: N802
+    def xFileSize(self) -> int:
         if not self.buffered:
             return int(super().xFileSize())
         with self.disk.lock:
             return len(self.state.data)
 
-    def xLock(self, level: int) -> None:  # noqa: N802
+    def xLock(self, level: int) -> None:
         self.disk.tick("xLock")
         super().xLock(level)
 
@@ -160,13 +160,13 @@ class FaultVFS(apsw.VFS):  # type: ignore[misc]
         self.disk = disk
         super().__init__("hivemem-fault", "unix", makedefault=True)
 
-    def xOpen(self, name: Any, flags: list[int]) -> apsw.VFSFile:  # noqa: N802
+    def xOpen(self, name: Any, flags: list[int]) -> apsw.VFSFile:
         path = name.filename() if isinstance(name, apsw.URIFilename) else name
         if path is None or not self.disk.is_store_file(str(path)):
             return apsw.VFSFile("unix", name, flags)
         return FaultFile(self.disk, name, flags, buffered=self.disk.mode != "none")
 
-    def xDelete(self, name: str, syncdir: bool) -> None:  # noqa: N802
+    def xDelete(self, name: str, syncdir: bool) -> None:
         with self.disk.lock:
             self.disk.files.pop(name, None)
         super().xDelete(name, syncdir)

@@ -73,7 +73,7 @@ def one_cut(home: Home, run: Run, cut: int, mode: str, sync: str) -> None:
     settings: dict[str, str | int] = {"mode": mode, "seed": run.seed + run.cuts, "cut_at": cut}
     if sync != "full":
         settings["sync"] = sync
-    proc = launch(home, **settings)
+    proc = launch(home, settings)
     where = f"seed={run.seed + run.cuts} cut_at={cut} mode={mode} sync={sync} launch={run.cuts}"
     acked: dict[str, str] = {}
     updated: dict[str, int] = {}
@@ -95,6 +95,11 @@ def one_cut(home: Home, run: Run, cut: int, mode: str, sync: str) -> None:
     for memory, revision in updated.items():
         run.updated[memory] = max(run.updated.get(memory, 0), revision)
     run.cuts += 1
+    judge(home, run, where)
+
+
+def judge(home: Home, run: Run, where: str) -> None:
+    """Check the files as the disk holds them; every acknowledged write must be there."""
     with copy_of(home.paths.store) as copy:
         problems = check_copy(copy)
         assert problems == [], f"{where}: {problems}"
