@@ -15,7 +15,7 @@ for these cases:
     1 space        both name one space the client reads through a prefix grant
     5 spaces       both name 5 readable spaces (3 by prefix, 2 by name)
 
-Target (issue 3): client p50 <= 1.10 x owner p50 in every case. Where both see the same rows, the result ids are
+Target: client p50 <= 1.10 x owner p50 in every case. Where both see the same rows, the result ids are
 compared query by query. An optional second table (--no-sql to skip) times the same ranked SQL in-process
 (hivemem.search.fts.ranked with each principal's Filter) to split SQL filtering cost from the rest.
 

@@ -16,7 +16,7 @@ Baselines, same run, interleaved:
     python3 on PATH    python3 -c "import json, socket"           (whatever PATH gives, e.g. a pyenv shim; info)
 Also (info): `hivemem hook prompt-submit --help`, which imports the CLI and the hook module but does no I/O.
 
-Target (issue 4): hook median <= 3 x same-interpreter baseline median.
+Target: hook median <= 3 x same-interpreter baseline median.
 
     .venv/bin/python bench/bench_hook.py [--size 10000] [--runs 30] [--keep]
 """

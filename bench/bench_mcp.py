@@ -12,7 +12,7 @@ the server's SDK dispatch, its worker-thread hop and daemon request, the result'
 structured content, and the client-side parse. Both paths are warmed up first; each query runs on both, in
 alternating order. A `whoami` row (a verb with almost no work) shows the fixed per-call overhead of each path.
 
-Target (issue 4): MCP p50 <= 1.5 x raw p50 and MCP p99 <= 1.5 x raw p99, for each search case.
+Target: MCP p50 <= 1.5 x raw p50 and MCP p99 <= 1.5 x raw p99, for each search case.
 
 Info rows marked "lines" repeat the search cases with a second `hivemem mcp` process driven by plain JSON-RPC
 lines on its stdin/stdout (after the same initialize handshake) instead of the SDK's ClientSession: the

@@ -1,6 +1,6 @@
 """C06 grants (SPEC 4.3): who may read and write what, checked before any handler runs; unreadable
 memories answer as absent and never show in search or list results or ranks. Includes the randomized
-property test of issue 3: many tokens, many searches, no leaks."""
+property test: many tokens, many searches, no leaks."""
 
 from __future__ import annotations
 
@@ -311,7 +311,7 @@ def test_grants_unknown_empty_turns_unknown_off(home: Home, owner: DaemonClient)
     assert [h["id"] for h in found(owner, "visible")] == [m1]
 
 
-# the randomized property test of issue 3
+# the randomized property test
 
 SPACES = ("project/a", "project/b", "projectx", "team/x", "team")  # prefix selectors must not cover the last
 VOCABULARY = ("amber", "basalt", "cedar", "drizzle", "ember", "fjord", "glacier", "harbor", "indigo", "juniper",
