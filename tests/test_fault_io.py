@@ -189,7 +189,7 @@ def old_or_new(path: str) -> tuple[int, list[str], dict[str, str]]:
     """Schema version, problems and memories of a store that may still be at schema 1."""
     conn = apsw.Connection(path)
     try:
-        version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+        version = int(str(conn.execute("PRAGMA user_version").fetchall()[0][0]))
     finally:
         conn.close()
     if version == schema.VERSION:
@@ -200,7 +200,7 @@ def old_or_new(path: str) -> tuple[int, list[str], dict[str, str]]:
         rows = conn.execute("SELECT id, content FROM memories").fetchall()
     finally:
         conn.close()
-    return version, problems, {f"m{i}": c for i, c in rows}
+    return version, problems, {f"m{i}": str(c) for i, c in rows}
 
 
 def test_io_errors_at_every_point_of_a_migration(home: Home) -> None:
