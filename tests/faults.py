@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import pytest
 
-from conftest import Home, wait_for
+from conftest import FIGURES, Home, wait_for
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
@@ -28,8 +28,10 @@ def size(ci: int, soak: int) -> int:
 
 
 def figure(name: str, **numbers: Any) -> None:
-    """Print one line of figures (shown with -s or -rA; collected into docs/reliability.md by hand)."""
-    sys.stdout.write(f"\nFIGURES {name}: {json.dumps(numbers, sort_keys=True)}\n")
+    """One line of figures, printed in the run's summary (and at once with -s); docs/reliability.md quotes them."""
+    line = f"{name}: {json.dumps(numbers, sort_keys=True)}"
+    FIGURES.append(line)
+    sys.stdout.write(f"\nFIGURES {line}\n")
 
 
 def explicit(home: Home) -> None:

@@ -91,6 +91,7 @@ def fuzzed() -> Iterator[Fuzzed]:
         state = Fuzzed(home)
         yield state
         state.raw.close()
+        figure("fuzz on the socket", **SEEN)
 
 
 @pytest.fixture
@@ -104,7 +105,6 @@ def batch(fuzzed: Fuzzed) -> Iterator[Fuzzed]:
         assert fuzzed.fingerprint(fresh) == fuzzed.before
     finally:
         fresh.close()
-    figure("fuzz", **SEEN)
 
 
 JSON = st.recursive(

@@ -13,13 +13,14 @@ import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any
 
 import apsw
 import pytest
 
 from conftest import Home
-from faults import check_copy, client, command, contents, copy_of, explicit, figure, finish, launch, ready
+from faults import SOAK, check_copy, client, command, contents, copy_of, explicit, figure, finish, launch, ready
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store import schema
@@ -80,27 +81,29 @@ def every_point(
     counts = io_points(proc, lambda: outcome.append(c.call(verb, **params)))
     check(params, text, outcome[0])
     assert sum(counts.values()) > 0, counts
-    for kind, total in counts.items():
-        for error in ERRORS:
-            for nth in range(1, total + 1):
-                text = f"{verb} {kind} {error} {nth} {uuid.uuid4().hex}"
-                params = prepare(text)
-                case = f"{verb} {kind} #{nth}/{total} {error}"
-                command(proc, f"arm {kind} {nth} {error}")
-                try:
-                    result: Any = c.call(verb, **params)
-                except HivememError as exc:
-                    result = exc
-                fired = command(proc, "disarm")["fired"]
-                tally.cases += 1
-                if isinstance(result, HivememError):
-                    tally.errors[result.code] = tally.errors.get(result.code, 0) + 1
-                    if result.code not in ALLOWED[error]:
-                        tally.problems.append(f"{case}: {result.code} {result}")
-                    if not fired:
-                        tally.problems.append(f"{case}: an error with no fault fired: {result.code}")
-                check(params, text, result)
-                c.call("whoami")  # the daemon keeps serving
+    # Once: only the N-th call fails. Persistent (soak tier): every call from the N-th on fails until disarmed.
+    for kind, error, how in product(counts, ERRORS, ("once", "persistent") if SOAK else ("once",)):
+        if how == "persistent" and kind == "xLock" and error == "BUSY":
+            continue  # the busy handler would wait out its 5 s at every point: covered by test_concurrency
+        for nth in range(1, counts[kind] + 1):
+            text = f"{verb} {kind} {error} {nth} {uuid.uuid4().hex}"
+            params = prepare(text)
+            case = f"{verb} {kind} #{nth}/{counts[kind]} {error} {how}"
+            command(proc, f"arm {kind} {nth} {error} {how}")
+            try:
+                result: Any = c.call(verb, **params)
+            except HivememError as exc:
+                result = exc
+            fired = command(proc, "disarm")["fired"]
+            tally.cases += 1
+            if isinstance(result, HivememError):
+                tally.errors[result.code] = tally.errors.get(result.code, 0) + 1
+                if result.code not in ALLOWED[error]:
+                    tally.problems.append(f"{case}: {result.code} {result}")
+                if not fired:
+                    tally.problems.append(f"{case}: an error with no fault fired: {result.code}")
+            check(params, text, result)
+            c.call("whoami")  # the daemon keeps serving
 
 
 def settle(home: Home, proc: subprocess.Popen[str], tally: Tally, name: str, purged: set[str] | None = None) -> None:
