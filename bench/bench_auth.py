@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import benchlib as bl
+from hivemem.auth import Principal, owner
 from hivemem.client import DaemonClient
 from hivemem.config import load
 from hivemem.search import fts
 from hivemem.search.terms import terms
-from hivemem.store.clients import Principal, owner
 from hivemem.store.db import connect
 from hivemem.store.filters import Filter
 

@@ -19,10 +19,10 @@ import apsw
 import benchlib as bl
 from cjk_eval import MEMORIES, QUERIES
 from hivemem import ops
+from hivemem.auth import owner
 from hivemem.search import fts
 from hivemem.search.terms import tokens
 from hivemem.store import open_store
-from hivemem.store.clients import owner
 
 LANGUAGES = {"zh": "Chinese", "ja": "Japanese", "ko": "Korean"}
 

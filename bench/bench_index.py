@@ -28,8 +28,8 @@ import apsw
 import benchlib as bl
 from cjk_eval import MEMORIES
 from hivemem import ops
+from hivemem.auth import owner
 from hivemem.store import open_store
-from hivemem.store.clients import owner
 from hivemem.store.fts5 import prepare
 
 SCHEMAS = {

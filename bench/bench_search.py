@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 import benchlib as bl
+from hivemem.auth import owner
 from hivemem.search import fts
 from hivemem.search.query import search as inprocess_search
 from hivemem.search.terms import terms
-from hivemem.store.clients import owner
 from hivemem.store.db import connect
 from hivemem.store.filters import Filter
 

@@ -43,9 +43,9 @@ import apsw
 import benchlib as bl
 from bench_mcp import Lines  # a `hivemem mcp` process spoken to in plain JSON-RPC lines
 from hivemem import ops
+from hivemem.auth import owner
 from hivemem.search import fts
 from hivemem.store import open_reader
-from hivemem.store.clients import owner
 
 PAGE = 10
 CASES = {"10k": (10_000, 1), "100k": (100_000, 1), "120k/500": (120_000, 500)}

@@ -30,10 +30,10 @@ import apsw
 
 from hivemem import config as config_mod
 from hivemem import ops, paths
+from hivemem.auth import owner
 from hivemem.client import DaemonClient, wait_stopped
 from hivemem.errors import HivememError
 from hivemem.store import open_store
-from hivemem.store.clients import owner
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "bench" / "out"

@@ -12,10 +12,10 @@ import tempfile
 from typing import Any
 
 from hivemem import ops
+from hivemem.auth import owner
 from hivemem.errors import HivememError
 from hivemem.search import fts
 from hivemem.store import fts_index, open_store
-from hivemem.store.clients import owner
 
 SPACES = ("user", *(f"project/{c}" for c in "abcdefghijk"))  # each under 1/8 of the store: MATCH by space token
 CJK = "的一是不了人我在有他这中大来上们到说时要就出会也你对生能而子那得于着下"

@@ -9,9 +9,9 @@ import apsw
 import pytest
 
 from hivemem import ops
+from hivemem.auth import owner
 from hivemem.errors import HivememError
 from hivemem.store import integrity, open_store
-from hivemem.store.clients import owner
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ import apsw
 import pytest
 
 from hivemem import ops
+from hivemem.auth import Principal, owner
 from hivemem.search import fts
 from hivemem.search.terms import terms
 from hivemem.store import Store, open_store
-from hivemem.store.clients import Principal, owner
 from hivemem.store.filters import Filter
 from hivemem.store.fts5 import prepare
 

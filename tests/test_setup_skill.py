@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 
 from conftest import Home, Result, mcp_session
-from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS
+from hivemem.auth import KINDS
+from hivemem.manifest import TRUST_SENTENCE, VERBS
 
 # What `hivemem setup` names hivemem by: the script beside this interpreter, by absolute path.
 HIVEMEM = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "hivemem")

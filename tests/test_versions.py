@@ -7,8 +7,8 @@ import random
 import tempfile
 
 from hivemem import ops
+from hivemem.auth import owner
 from hivemem.store import open_store
-from hivemem.store.clients import owner
 from hivemem.store.limits import Limits
 
 

@@ -239,8 +239,8 @@ class LocalClient:
     """The same calls, in-process, on a store this process opens itself (tools and benchmarks)."""
 
     def __init__(self, store_path: str) -> None:
+        from hivemem.auth import owner
         from hivemem.store import open_store
-        from hivemem.store.clients import owner
 
         self.store = open_store(store_path)
         self.principal = owner()

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 
+from hivemem.auth import KINDS, SPACE_RE, valid_selector
 from hivemem.errors import InvalidParams
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
     from typing import Any
-
-_SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
-_KINDS = ("note", "fact", "decision", "procedure", "preference", "convention", "task", "lesson")
 
 
 class Setting:
@@ -160,13 +157,13 @@ def _check_review_days(key: str, value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
         _bad(key, "must be a table of kind = days")
     for kind, days in value.items():
-        if kind not in _KINDS or type(days) is not int or not 1 <= days <= 36500:
+        if kind not in KINDS or type(days) is not int or not 1 <= days <= 36500:
             _bad(key, f"{kind}: must be a kind with a number of days from 1 to 36500")
     return dict(value)
 
 
 def _check_spaces(key: str, value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(s, str) and _SPACE_RE.match(s) for s in value):
+    if not isinstance(value, list) or not all(isinstance(s, str) and SPACE_RE.match(s) for s in value):
         _bad(key, "must be a list of space names")
     return list(value)
 
@@ -180,21 +177,6 @@ def _check_grants(key: str, value: Any) -> list[dict[str, str]]:
         if not valid_selector(grant["scope"]):
             _bad(key, f"bad scope {grant['scope']!r}")
     return [dict(g) for g in value]
-
-
-def valid_selector(scope: Any) -> bool:
-    """`*`, `space:<name>`, `space:<prefix>/*`, `memory:m<N>`, `session:s<N>` or `session:*`."""
-    if not isinstance(scope, str):
-        return False
-    if scope in ("*", "session:*"):
-        return True
-    kind, _, rest = scope.partition(":")
-    if kind == "space":
-        name = rest[:-2] if rest.endswith("/*") else rest
-        return len(rest.encode()) <= 130 and bool(_SPACE_RE.match(name))
-    if kind in ("memory", "session"):
-        return bool(re.fullmatch(("m" if kind == "memory" else "s") + r"[1-9][0-9]{0,17}", rest))
-    return False
 
 
 def _bad(key: str, why: str) -> Any:

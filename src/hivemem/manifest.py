@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from hivemem.auth import KINDS
+
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
     from typing import Any
 
-
-KINDS = ("note", "fact", "decision", "procedure", "preference", "convention", "task", "lesson")
 CONFIDENCE_STATES = ("observed", "inferred", "user_confirmed", "needs_review", "deprecated")
 STATUSES = ("active", "draft", "archived")
 MODES = ("auto", "fts", "vector")

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from hivemem.auth import Principal, can_session, session_scope
 from hivemem.errors import Denied, HivememError, InvalidParams, NotFound, Unsupported
 from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
@@ -13,7 +14,6 @@ from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
 from hivemem.store import Store, audit, erasure, listing, memories, sessions
 from hivemem.store import clients as client_store
-from hivemem.store.clients import Principal, can_session, session_scope
 from hivemem.store.db import atomic, scalar
 from hivemem.store.filters import Filter
 
@@ -71,8 +71,19 @@ def check(name: str, params: Any, max_content_bytes: int) -> tuple[Verb, dict[st
 
 
 def run(store: Store, principal: Principal, checked: tuple[Verb, dict[str, Any]]) -> dict[str, Any]:
-    """Authorize and handle a request whose params `check` validated."""
+    """Authorize and handle a request whose params `check` validated: a write is one transaction, its
+    authorization read included, so a verb that fails halfway leaves nothing behind.
+
+    A read-only store cannot open a write transaction; a write there fails where it first writes, as `read_only`.
+    """
     verb, p = checked
+    if store.readonly or not verb.writes_with(p):
+        return _authorized(store, principal, verb, p)
+    with store.transaction():
+        return _authorized(store, principal, verb, p)
+
+
+def _authorized(store: Store, principal: Principal, verb: Verb, p: dict[str, Any]) -> dict[str, Any]:
     client_store.recheck(store.conn, principal)  # a removed or expired client is cut off mid-connection
     if verb.right == "admin" and not principal.is_owner:
         raise denied(principal, "admin", verb.name)
@@ -226,14 +237,20 @@ def purge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, An
     memory = int(p["id"][1:])
     memories.purge(store.conn, principal, memory)
     store_id = str(scalar(store.conn, "SELECT value FROM meta WHERE key = 'store_id'"))
+    store.after_commit(lambda: _erase_copies(store, p["id"], store_id))
+    return {"id": p["id"]}
+
+
+def _erase_copies(store: Store, ident: str, store_id: str) -> None:
+    """Once the purge has committed: the text out of every backup and export, and out of the WAL."""
+    memory = int(ident[1:])
     failures = erasure.scrub_backups(f"{store.data_dir}/backups", memory)
     erasure.scrub_exports(f"{store.data_dir}/exports", store_id, memory)
     try:
         erasure.checkpoint(store.conn)
     finally:  # a backup that still holds the text outranks a checkpoint that will run at next start
         if failures:
-            raise erasure.unscrubbed(p["id"], failures)
-    return {"id": p["id"]}
+            raise erasure.unscrubbed(ident, failures)
 
 
 def space_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:

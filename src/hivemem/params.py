@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hivemem import secrets
+from hivemem.auth import KINDS, SPACE_RE, valid_selector
 from hivemem.errors import InvalidParams
-from hivemem.manifest import KINDS, Param, Verb
+from hivemem.manifest import Param, Verb
 from hivemem.protocol import check_depth
 
-SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 ID_RE = {
     "memory_id": re.compile(r"^m[1-9][0-9]{0,17}$"),
@@ -220,8 +220,6 @@ def array(p: Param, value: list[Any]) -> list[Any]:
 
 def grants(param: str, value: list[Any]) -> list[dict[str, str]]:
     """SPEC 4.2: each grant is {right: read|write, scope: selector}."""
-    from hivemem.config import valid_selector
-
     if len(value) > MAX_GRANTS:
         raise _range(param, f"takes at most {MAX_GRANTS} grants", max_items=MAX_GRANTS)
     for grant in value:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS, Verb
+from hivemem.auth import KINDS
+from hivemem.manifest import TRUST_SENTENCE, VERBS, Verb
 
 # SPEC 2.2: what each kind is for, and where it usually lives.
 KIND_GUIDE: dict[str, tuple[str, str]] = {

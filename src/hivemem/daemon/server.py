@@ -15,13 +15,14 @@ from typing import Any
 import apsw
 
 from hivemem import __version__, ops, peer, protocol, secrets
+from hivemem.auth import Principal
 from hivemem.config import Config
 from hivemem.daemon.lifecycle import Log, idle_seconds
 from hivemem.errors import Failed, HivememError, InvalidParams
 from hivemem.manifest import Verb
 from hivemem.protocol import MAX_FRAME, PROTOCOL, TooDeep, check_depth, decode, encode, reply, verb_and_params
 from hivemem.store import Store, memories, open_reader
-from hivemem.store.clients import Principal, authenticate
+from hivemem.store.clients import authenticate
 from hivemem.store.db import keep_files_on_close, scalar
 from hivemem.store.limits import Limits
 

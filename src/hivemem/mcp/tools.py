@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hivemem.manifest import KINDS, TRUST_SENTENCE, VERBS, Param, Verb
+from hivemem.auth import KINDS
+from hivemem.manifest import TRUST_SENTENCE, VERBS, Param, Verb
 from hivemem.spaces import fill_defaults, placeholder
 
 ITEMS: dict[str, dict[str, Any]] = {"kind": {"type": "string", "enum": list(KINDS)}, "grant": {"type": "object"}}

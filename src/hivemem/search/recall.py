@@ -6,10 +6,10 @@ from typing import Any
 
 import apsw
 
+from hivemem.auth import Readable
 from hivemem.render import HIDDEN_STATES, Bounds, render
 from hivemem.search import fts
 from hivemem.search.terms import floor_terms
-from hivemem.store.clients import Readable
 from hivemem.store.db import all_rows, scalar, snapshot
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import apsw
 
 from hivemem.store import schema
-from hivemem.store.db import connect, read_only
+from hivemem.store.db import atomic, connect, read_only
 from hivemem.store.limits import Limits
 from hivemem.store.migrations import Progress, check_header, open_and_migrate
 
@@ -20,6 +22,32 @@ class Store:
         self.path = path
         self.limits = limits
         self.readonly = readonly
+        self._after_commit: list[Callable[[], None]] = []
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One verb's change: a single transaction (the store functions it calls nest as savepoints).
+
+        Steps registered with `after_commit` run once it has committed, and are dropped when it rolls back.
+        """
+        self._after_commit = []
+        try:
+            with atomic(self.conn):
+                yield
+        except BaseException:
+            self._after_commit = []
+            raise
+        steps, self._after_commit = self._after_commit, []
+        for step in steps:
+            step()
+
+    def after_commit(self, step: Callable[[], None]) -> None:
+        """Run `step` once the open transaction commits (at once when none is open): work outside the store
+        file, such as scrubbing backups, or a checkpoint, which cannot run inside a transaction."""
+        if self.conn.getautocommit():
+            step()
+        else:
+            self._after_commit.append(step)
 
     @property
     def data_dir(self) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import apsw
 
-from hivemem.store.clients import Principal
+from hivemem.auth import Principal
 from hivemem.store.db import Row, now, one
 
 ZERO = bytes(32)

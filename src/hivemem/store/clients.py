@@ -1,4 +1,4 @@
-"""Principals, tokens (hash, verify) and grants (SPEC 4)."""
+"""Client rows, tokens (hash, verify) and the owner key (SPEC 4); the authorization model is `hivemem.auth`."""
 
 from __future__ import annotations
 
@@ -7,89 +7,17 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
-from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import apsw
 
-from hivemem.errors import Denied
-from hivemem.store.db import now, one
-
-TOKEN_RE = re.compile(r"^hm1\.(g[1-9][0-9]{0,17}|owner)\.([A-Za-z0-9_-]{43})$")
-OWNER_GRANTS = ({"right": "read", "scope": "*"}, {"right": "write", "scope": "*"}, {"right": "admin", "scope": "*"})
-
-
-@dataclass(frozen=True)
-class Readable:
-    """A set of spaces and memories; `everything` short-cuts the SQL filter."""
-
-    everything: bool = False
-    spaces: frozenset[str] = frozenset()
-    prefixes: tuple[str, ...] = ()
-    memories: frozenset[int] = frozenset()
-
-    def covers(self, space: str, memory: int | None = None) -> bool:
-        if self.everything or space in self.spaces or (memory is not None and memory in self.memories):
-            return True
-        return any(space.startswith(p + "/") for p in self.prefixes)
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a connection is: `owner`, `unknown` or a client `g<N>`, with its grants."""
-
-    id: str
-    label: str | None = None
-    grants: tuple[dict[str, str], ...] = field(default_factory=tuple)
-
-    @property
-    def is_owner(self) -> bool:
-        return self.id == "owner"
-
-    def scope(self, right: str) -> Readable:
-        """Everything this principal holds `right` on."""
-        if self.is_owner:
-            return Readable(everything=True)
-        spaces: set[str] = set()
-        prefixes: list[str] = []
-        memories: set[int] = set()
-        for grant in self.grants:
-            if grant["right"] != right:
-                continue
-            kind, _, rest = grant["scope"].partition(":")
-            if grant["scope"] == "*":
-                return Readable(everything=True)
-            if kind == "space" and rest.endswith("/*"):
-                prefixes.append(rest[:-2])
-            elif kind == "space":
-                spaces.add(rest)
-            elif kind == "memory":
-                memories.add(int(rest[1:]))
-        return Readable(False, frozenset(spaces), tuple(prefixes), frozenset(memories))
-
-    def can(self, right: str, space: str, memory: int | None = None) -> bool:
-        if self.is_owner:
-            return True
-        if right == "admin":
-            return False
-        return self.scope(right).covers(space, memory)
-
-    def author(self) -> dict[str, str]:
-        """`{principal, label?}` as recorded on memories and events."""
-        return {"principal": self.id, **({"label": self.label} if self.label else {})}
-
-    def grant_list(self) -> list[dict[str, str]]:
-        return [dict(g) for g in (OWNER_GRANTS if self.is_owner else self.grants)]
-
-
-def owner() -> Principal:
-    return Principal("owner", "owner")
-
-
-def unknown(grants: list[dict[str, str]]) -> Principal:
-    return Principal("unknown", None, tuple(grants))
+from hivemem import auth
+from hivemem.auth import TOKEN_RE, Principal
+from hivemem.errors import Conflict, Denied, NotFound
+from hivemem.store import audit
+from hivemem.store.db import all_rows, atomic, format_time, now, one
 
 
 def new_secret() -> str:
@@ -128,14 +56,14 @@ def _denied(reason: str) -> Denied:
 def authenticate(conn: apsw.Connection, token: str, owner_key: str, unknown_grants: list[dict[str, str]]) -> Principal:
     """The principal a `hello` token names; a bad token never falls back to unknown."""
     if not token:
-        return unknown(unknown_grants)
+        return auth.unknown(unknown_grants)
     match = TOKEN_RE.fullmatch(token)
     if not match:
         raise _denied("invalid")
     who, secret = match.groups()
     if who == "owner":
         if hmac.compare_digest(token.encode(), owner_key.encode()):
-            return owner()
+            return auth.owner()
         raise _denied("invalid")
     return _client(conn, who, secret)
 
@@ -162,49 +90,18 @@ def _client(conn: apsw.Connection, who: str, secret: str) -> Principal:
     if expires is not None and expires <= now():
         raise _denied("expired")
     parsed: list[dict[str, Any]] = json.loads(grants)
-    return Principal(who, name, tuple({"right": g["right"], "scope": g["scope"]} for g in parsed))
-
-
-def session_scope(principal: Principal, right: str) -> tuple[bool, frozenset[int]]:
-    """(every session?, session numbers) this principal holds `right` on through grants."""
-    if principal.is_owner:
-        return True, frozenset()
-    ids: set[int] = set()
-    for grant in principal.grants:
-        if grant["right"] != right:
-            continue
-        if grant["scope"] in ("*", "session:*"):
-            return True, frozenset()
-        if grant["scope"].startswith("session:s"):
-            ids.add(int(grant["scope"][9:]))
-    return False, frozenset(ids)
-
-
-def can_session(principal: Principal, right: str, session: int, reporter: str) -> bool:
-    """Grants on the session, or having reported it (a reporter may read and end its sessions)."""
-    if reporter == principal.id and principal.id != "unknown":
-        return True
-    everything, ids = session_scope(principal, right)
-    return everything or session in ids
+    return auth.client(who, name, parsed)
 
 
 def _expires(ttl: int | None) -> str | None:
     if ttl is None:
         return None
-    from datetime import UTC, datetime, timedelta
-
-    from hivemem.store.db import format_time
-
     return format_time(datetime.now(UTC) + timedelta(seconds=ttl))
 
 
 def add_client(conn: apsw.Connection, actor: Principal, name: str, grants: list[dict[str, str]],
                ttl: int | None) -> dict[str, Any]:  # fmt: skip
     """A new client with a fresh principal `g<N>`; the token is returned once and only its hash kept."""
-    from hivemem.errors import Conflict
-    from hivemem.store import audit
-    from hivemem.store.db import atomic
-
     secret = new_secret()
     with atomic(conn):
         if one(conn, "SELECT 1 FROM clients WHERE name = ?", (name,)) is not None:
@@ -222,8 +119,6 @@ def add_client(conn: apsw.Connection, actor: Principal, name: str, grants: list[
 
 def list_clients(conn: apsw.Connection, after: int | None, limit: int) -> dict[str, Any]:
     """Clients in the order they were made (by principal number), paged after `g<after>`; never a hash."""
-    from hivemem.store.db import all_rows
-
     rows = all_rows(
         conn,
         "SELECT name, principal, grants, created, expires FROM clients WHERE CAST(substr(principal, 2) AS INTEGER) > ? "
@@ -238,10 +133,6 @@ def list_clients(conn: apsw.Connection, after: int | None, limit: int) -> dict[s
 
 def remove_client(conn: apsw.Connection, actor: Principal, name: str) -> dict[str, Any]:
     """Delete the client; its token is then `denied.token` with reason `revoked`."""
-    from hivemem.errors import NotFound
-    from hivemem.store import audit
-    from hivemem.store.db import atomic
-
     with atomic(conn):
         row = one(conn, "SELECT principal FROM clients WHERE name = ?", (name,))
         if row is None:

@@ -1,4 +1,4 @@
-"""Connections with the settings of SPEC 5.1, and atomic() for one BEGIN IMMEDIATE per change."""
+"""Connections with the settings of SPEC 5.1, and atomic(): one BEGIN IMMEDIATE per verb, savepoints inside it."""
 
 from __future__ import annotations
 
@@ -139,7 +139,12 @@ def scalar(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Any:
 
 @contextmanager
 def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
-    """One BEGIN IMMEDIATE transaction on the file the store path names: commit on success, else roll back."""
+    """One logical change: the outermost call is one BEGIN IMMEDIATE transaction on the file the store path
+    names (commit on success, else roll back); a call inside it is a SAVEPOINT, undone alone when it fails."""
+    if not conn.getautocommit():
+        with _savepoint(conn):
+            yield conn
+        return
     check_identity(conn)
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -159,6 +164,24 @@ def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         if not conn.getautocommit():
             conn.execute("ROLLBACK")
         raise translate(exc) from None
+
+
+@contextmanager
+def _savepoint(conn: apsw.Connection) -> Iterator[None]:
+    """A nested change inside the caller's transaction: released on success, rolled back to on failure.
+
+    Every level has the same name: SQLite's RELEASE and ROLLBACK TO act on the innermost savepoint of a name.
+    """
+    conn.execute("SAVEPOINT hivemem")
+    try:
+        yield
+    except BaseException as exc:
+        if not conn.getautocommit():  # a failure SQLite rolled the whole transaction back for leaves nothing to undo
+            conn.execute("ROLLBACK TO hivemem; RELEASE hivemem")
+        if isinstance(exc, apsw.Error):
+            raise translate(exc) from None
+        raise
+    conn.execute("RELEASE hivemem")
 
 
 @contextmanager

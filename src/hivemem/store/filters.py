@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hivemem.store.clients import Readable
+from hivemem.auth import Readable
 
 
 @dataclass(frozen=True)

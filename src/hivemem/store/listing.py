@@ -8,7 +8,7 @@ from typing import Any
 
 import apsw
 
-from hivemem.store.clients import Readable
+from hivemem.auth import Readable
 from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
 from hivemem.store.memories import COLUMNS, cut, mid, shape

@@ -11,9 +11,9 @@ from typing import Any
 
 import apsw
 
+from hivemem.auth import Principal
 from hivemem.errors import Conflict, NotFound
 from hivemem.store import audit, fts_index
-from hivemem.store.clients import Principal
 from hivemem.store.db import Row, all_rows, atomic, format_time, now, one
 from hivemem.store.limits import Limits
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import apsw
 
+from hivemem.auth import owner
 from hivemem.errors import Failed, Unsupported
 from hivemem.store import audit, fts_index, schema
-from hivemem.store.clients import owner
 from hivemem.store.db import all_rows, atomic, connect, now, scalar
 
 Progress = Callable[[str], None]

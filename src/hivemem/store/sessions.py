@@ -7,9 +7,9 @@ from typing import Any
 
 import apsw
 
+from hivemem.auth import Principal
 from hivemem.errors import NotFound
 from hivemem.store import audit
-from hivemem.store.clients import Principal
 from hivemem.store.db import Row, all_rows, atomic, now, one
 
 CHAIN_MAX = 256

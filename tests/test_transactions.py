@@ -1,0 +1,143 @@
+"""One transaction per verb (SPEC 5.5): store functions nest as savepoints inside the verb's transaction, a
+verb commits once, and a verb that fails halfway leaves nothing behind, on real store files and a real daemon."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+
+import apsw
+import pytest
+
+from conftest import Home, raises
+from hivemem import ops
+from hivemem.auth import owner
+from hivemem.client import DaemonClient
+from hivemem.errors import Failed, NotFound
+from hivemem.store import Store, open_store
+from hivemem.store.db import atomic, connect
+
+REFUSE_ADDED = (
+    "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events WHEN NEW.type = 'memory.added' "
+    "BEGIN SELECT RAISE(ABORT, 'refused halfway'); END"
+)
+REFUSE_SECOND_RECALL = (
+    "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events WHEN NEW.type = 'memory.recalled' "
+    "AND EXISTS (SELECT 1 FROM events WHERE type = 'memory.recalled') "
+    "BEGIN SELECT RAISE(ABORT, 'refused halfway'); END"
+)
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    made = open_store(tempfile.mkdtemp(prefix="hm-tx-") + "/store.db")
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def meta(conn: apsw.Connection, key: str) -> str | None:
+    rows = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchall()
+    return str(rows[0][0]) if rows else None
+
+
+def put(conn: apsw.Connection, key: str) -> None:
+    conn.execute("INSERT INTO meta(key, value) VALUES (?, 'x')", (key,))
+
+
+def test_atomic_nests_as_savepoints_and_a_failed_inner_change_is_undone_alone(store: Store) -> None:
+    conn = store.conn
+    with atomic(conn):
+        put(conn, "outer")
+        with atomic(conn):
+            put(conn, "kept")
+        with pytest.raises(NotFound), atomic(conn):
+            put(conn, "undone")
+            with atomic(conn):
+                put(conn, "undone too")
+            raise NotFound("memory", "m9 not found")
+        assert not conn.getautocommit(), "an inner failure must not end the outer transaction"
+    assert [meta(conn, k) for k in ("outer", "kept", "undone", "undone too")] == ["x", "x", None, None]
+
+
+def test_an_outer_failure_undoes_what_inner_changes_released(store: Store) -> None:
+    conn = store.conn
+    with pytest.raises(Failed), atomic(conn):
+        with atomic(conn):
+            put(conn, "released")
+        conn.execute("INSERT INTO meta(key, value) VALUES ('released', 'twice')")  # a constraint error
+    assert conn.getautocommit()
+    assert meta(conn, "released") is None
+
+
+def test_a_second_connection_sees_a_verb_only_once_it_has_committed(store: Store) -> None:
+    other = connect(store.path)
+    try:
+        with atomic(store.conn):
+            put(store.conn, "pending")
+            with atomic(store.conn):
+                put(store.conn, "pending too")
+            assert meta(other, "pending") is None
+        assert meta(other, "pending") == meta(other, "pending too") == "x"
+    finally:
+        other.close()
+
+
+def test_every_write_verb_commits_exactly_once(store: Store) -> None:
+    commits: list[int] = []
+
+    def counted() -> bool:
+        commits.append(1)
+        return False  # go on and commit
+
+    store.conn.set_commit_hook(counted)
+    me = owner()
+
+    def once(verb: str, **params: object) -> dict[str, object]:
+        before = len(commits)
+        result = ops.dispatch(store, me, verb, params)
+        assert len(commits) - before == 1, f"{verb} committed {len(commits) - before} times"
+        return result
+
+    session = once("session.start", harness="claude-code", harness_session="h1")["session"]
+    first = once("memory.add", space="user", content="apples are red", session=session)
+    second = once("memory.add", space="user", content="apples are green")
+    once("memory.update", id=first["id"], revision=1, content="apples are often red")
+    once("memory.search", query="apples", spaces=["user"], limit=10, record_usage=True)
+    once("memory.forget", spaces=["user"], limit=10)  # two deletes, one transaction
+    once("memory.restore", id=second["id"])
+    once("memory.delete", id=second["id"], revision=3)
+    once("memory.purge", id=first["id"])
+    once("session.end", session=session)
+    once("client.add", name="reader", grants=[{"right": "read", "scope": "*"}])
+    once("client.remove", name="reader")
+    once("session.purge", session=session)
+
+
+def test_a_memory_add_that_fails_at_its_event_leaves_no_row_text_or_version(home: Home, owner: DaemonClient) -> None:
+    with apsw.Connection(home.paths.store) as conn:
+        conn.execute(REFUSE_ADDED)
+    error = raises(owner, "memory.add", space="user", content="written halfway")
+    assert error.code == "failed.store" and "refused halfway" in error.message
+    with apsw.Connection(home.paths.store) as conn:
+        conn.execute("DROP TRIGGER refuse_halfway")
+        assert conn.execute("SELECT count(*) FROM memories").fetchall() == [(0,)]
+        assert conn.execute("SELECT count(*) FROM memory_versions").fetchall() == [(0,)]
+    assert owner.call("memory.search", query="halfway", spaces=["user"])["results"] == []
+    assert owner.call("memory.add", space="user", content="written whole")["id"] == "m1"  # no number was spent
+
+
+def test_a_search_whose_usage_fails_halfway_records_no_usage(home: Home, owner: DaemonClient) -> None:
+    for text in ("pears are sweet", "pears are ripe", "pears are green"):
+        owner.call("memory.add", space="user", content=text)
+    with apsw.Connection(home.paths.store) as conn:
+        conn.execute(REFUSE_SECOND_RECALL)
+    error = raises(owner, "memory.search", query="pears", spaces=["user"], record_usage=True)
+    assert error.code == "failed.store"
+    assert owner.call("events.list", types=["memory.recalled"])["events"] == []
+    with apsw.Connection(home.paths.store) as conn:
+        conn.execute("DROP TRIGGER refuse_halfway")
+    found = owner.call("memory.search", query="pears", spaces=["user"], record_usage=True)["results"]
+    assert len(found) == 3
+    assert len(owner.call("events.list", types=["memory.recalled"])["events"]) == 3
