@@ -21,8 +21,8 @@ import time
 import apsw
 
 import benchlib as bl
-from hivemem.store import schema
-from hivemem.store.schema import APPLICATION_ID, V1
+from hivemem.store.sqlite import schema
+from hivemem.store.sqlite.schema import APPLICATION_ID, V1
 
 MEM_COLS = (
     "space, kind, title, content, content_sha256, capture_key, tags, status, source, provenance, confidence, "

@@ -17,7 +17,7 @@ for these cases:
 
 Target: client p50 <= 1.10 x owner p50 in every case. Where both see the same rows, the result ids are
 compared query by query. An optional second table (--no-sql to skip) times the same ranked SQL in-process
-(hivemem.search.fts.ranked with each principal's Filter) to split SQL filtering cost from the rest.
+(hivemem.store.sqlite.search.ranked with each principal's Filter) to split SQL filtering cost from the rest.
 
     .venv/bin/python bench/bench_auth.py [--size 100000] [--queries 300] [--no-sql] [--keep]
 """
@@ -35,10 +35,11 @@ import benchlib as bl
 from hivemem.auth import Principal, owner
 from hivemem.client import DaemonClient
 from hivemem.config import load
-from hivemem.search import fts
 from hivemem.search.terms import terms
-from hivemem.store.db import connect
 from hivemem.store.filters import Filter
+from hivemem.store.sqlite import search as fts
+from hivemem.store.sqlite.db import connect
+from hivemem.store.sqlite.filters import condition
 
 SPACES = [f"bench/g{g}/s{s:02d}" for g in range(5) for s in range(10)]
 GRANT_SCOPES = ["space:bench/g0/*", "space:bench/g1/*"] + [f"space:bench/g2/s{s:02d}" for s in range(5)]
@@ -157,7 +158,7 @@ def python_cost(who: Principal, params: dict[str, Any]) -> dict[str, float]:
     def work(p: Principal) -> None:
         for space in params["spaces"]:
             p.can("read", space)
-        Filter(readable=p.scope("read"), spaces=tuple(params["spaces"])).where("m")
+        condition(Filter(readable=p.scope("read"), spaces=tuple(params["spaces"])), "m")
 
     n = 20000
     return {

@@ -20,9 +20,9 @@ import benchlib as bl
 from cjk_eval import MEMORIES, QUERIES
 from hivemem import ops
 from hivemem.auth import owner
-from hivemem.search import fts
 from hivemem.search.terms import tokens
 from hivemem.store import open_store
+from hivemem.store.sqlite import search as fts
 
 LANGUAGES = {"zh": "Chinese", "ja": "Japanese", "ko": "Korean"}
 

@@ -30,7 +30,7 @@ from cjk_eval import MEMORIES
 from hivemem import ops
 from hivemem.auth import owner
 from hivemem.store import open_store
-from hivemem.store.fts5 import prepare
+from hivemem.store.sqlite.fts5 import prepare
 
 SCHEMAS = {
     "v1": ("porter unicode61 remove_diacritics 2", False),

@@ -30,8 +30,8 @@ import apsw
 
 import benchlib as bl
 from hivemem.errors import HivememError
-from hivemem.search import fts
 from hivemem.search.terms import terms, tokens
+from hivemem.store.sqlite import search as fts
 
 SETS = {
     "turns": ("corpus.jsonl", "queries.jsonl"),

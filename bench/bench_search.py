@@ -1,7 +1,7 @@
 """memory.search over the socket vs the raw FTS5 bm25 query hivemem runs, on the same database file.
 
 Baseline: a read-only APSW connection to the daemon's store.db executing the full-text list as schema 1 ran it
-(hivemem.search.fts.JOINED with FTS5's bm25: every match ranked, the filter applied in the join to memories)
+(hivemem.store.sqlite.search.JOINED with FTS5's bm25: every match ranked, the filter applied in the join to memories)
 with the same WHERE clause (hivemem.store.filters.Filter.where for the owner) and the same
 match_expression(terms(query)), LIMIT 100, fetched to completion. A second reference, "in-process",
 runs hivemem.search.query.search (ranking + rows + snippets, no socket) on that same connection, to
@@ -23,18 +23,19 @@ from typing import Any
 
 import benchlib as bl
 from hivemem.auth import owner
-from hivemem.search import fts
 from hivemem.search.query import search as inprocess_search
 from hivemem.search.terms import terms
-from hivemem.store.db import connect
 from hivemem.store.filters import Filter
+from hivemem.store.sqlite import search as fts
+from hivemem.store.sqlite.db import connect
+from hivemem.store.sqlite.filters import condition
 
 SPACES = 20
 
 
 def raw_runner(conn: Any, spaces: list[str] | None) -> Callable[[str], int]:
     flt = Filter(readable=owner().scope("read"), spaces=tuple(spaces) if spaces else None)
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     sql = fts.JOINED.format(rank=fts.BM25, where=where)  # bm25 over every match, the filter in the join
 
     def run(query: str) -> int:

@@ -44,8 +44,8 @@ import benchlib as bl
 from bench_mcp import Lines  # a `hivemem mcp` process spoken to in plain JSON-RPC lines
 from hivemem import ops
 from hivemem.auth import owner
-from hivemem.search import fts
 from hivemem.store import open_reader
+from hivemem.store.sqlite import search as fts
 
 PAGE = 10
 CASES = {"10k": (10_000, 1), "100k": (100_000, 1), "120k/500": (120_000, 500)}
@@ -109,7 +109,7 @@ def alone_table(conn: Any, space: str) -> Any:
     tokenize = create[create.index("tokenize") :].rstrip(")")
     alone = apsw.Connection(":memory:")
     try:
-        from hivemem.store.fts5 import prepare  # schema 2: the `hivemem` tokenizer
+        from hivemem.store.sqlite.fts5 import prepare  # schema 2: the `hivemem` tokenizer
     except ImportError:  # measuring version 1, whose tokenizer is FTS5's own
         pass
     else:

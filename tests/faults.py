@@ -117,8 +117,8 @@ def copy_of(store: str) -> Iterator[str]:
 def check_copy(path: str) -> list[str]:
     """Every check of the store on a copy: integrity_check, foreign keys, the event chain, the FTS index, and
     that each memory's row, FTS entry, version and added event are there together."""
-    from hivemem.store import fts_index, integrity
-    from hivemem.store.db import all_rows, connect
+    from hivemem.store.sqlite import fts_index, integrity
+    from hivemem.store.sqlite.db import all_rows, connect
 
     conn = connect(path)
     try:
@@ -135,7 +135,7 @@ def check_copy(path: str) -> list[str]:
 
 def contents(path: str) -> dict[str, str]:
     """Wire id -> content of every memory row in a (copied) store."""
-    from hivemem.store.db import all_rows, connect
+    from hivemem.store.sqlite.db import all_rows, connect
 
     conn = connect(path, readonly=True)
     try:
@@ -145,7 +145,7 @@ def contents(path: str) -> dict[str, str]:
 
 
 def revisions(path: str) -> dict[str, int]:
-    from hivemem.store.db import all_rows, connect
+    from hivemem.store.sqlite.db import all_rows, connect
 
     conn = connect(path, readonly=True)
     try:

@@ -196,7 +196,7 @@ def _control(disk: Disk) -> None:
 
 def _normal_sync() -> None:
     """The negative control: the writer connection runs with synchronous=NORMAL instead of FULL."""
-    from hivemem.store import migrations
+    from hivemem.store.sqlite import migrations
 
     original = migrations.connect
 

@@ -21,8 +21,8 @@ CORE_FORBIDDEN = ("hivemem.ops", "hivemem.protocol", "hivemem.client", *(f"hivem
                   "asyncio", "click", "mcp")  # fmt: skip
 # Top-level modules by layer. Pure modules hold data and rules; services reach the store (ops, and
 # doctor through the core's integrity checks) or the daemon (client); adapters talk through services.
-PURE = ("auth.py", "errors.py", "manifest.py", "config.py", "paths.py", "spaces.py", "secrets.py", "params.py",
-        "protocol.py", "render.py", "peer.py")  # fmt: skip
+PURE = ("auth.py", "records.py", "errors.py", "manifest.py", "config.py", "paths.py", "spaces.py", "secrets.py",
+        "params.py", "protocol.py", "render.py", "peer.py")  # fmt: skip
 SERVICES = ("ops.py", "client.py", "doctor.py")
 ENTRY = ("__init__.py", "__main__.py")
 PURE_FORBIDDEN = ("hivemem.store", "hivemem.search", "hivemem.embeddings", "hivemem.ops", "hivemem.client",
@@ -42,8 +42,8 @@ WARM_FORBIDDEN = ("apsw", "sqlite3", "_sqlite3", "numpy", "mcp", "pydantic", "ht
 
 @dataclass
 class Module:
-    rel: str  # path relative to src/hivemem, e.g. "store/db.py"
-    name: str  # dotted module name, e.g. "hivemem.store.db"
+    rel: str  # path relative to src/hivemem, e.g. "store/sqlite/db.py"
+    name: str  # dotted module name, e.g. "hivemem.store.sqlite.db"
     tree: ast.Module
 
     @property
@@ -100,8 +100,8 @@ def violations(selected: list[Module], forbidden: tuple[str, ...]) -> list[str]:
 
 def test_the_walk_sees_the_code() -> None:
     rels = {m.rel for m in MODULES}
-    assert {"store/db.py", "cli/output.py", "daemon/server.py", "paths.py", "config.py"} <= rels
-    assert violations([m for m in MODULES if m.rel == "daemon/server.py"], ("apsw",)), "the checker must see imports"
+    assert {"store/sqlite/db.py", "cli/output.py", "daemon/server.py", "paths.py", "config.py"} <= rels
+    assert violations([m for m in MODULES if m.rel == "daemon/main.py"], ("apsw",)), "the checker must see imports"
 
 
 def test_core_never_imports_adapters_or_the_event_loop() -> None:
@@ -163,10 +163,31 @@ def test_services_never_import_adapters() -> None:
     assert violations(services, tuple(f"hivemem.{a}" for a in ADAPTERS)) == []
 
 
+def test_only_the_store_the_daemon_and_doctor_know_the_backend() -> None:
+    """Above `store/`, code speaks to the Store interface: the SQLite package and binding are the daemon's
+    (which opens the store) and doctor's (which checks the file when no daemon runs)."""
+    above = [m for m in MODULES if m.package not in ("store", "daemon") and m.rel != "doctor.py"]
+    assert violations(above, ("hivemem.store.sqlite", "apsw", "sqlite3")) == []
+
+
+def test_ops_and_search_never_see_a_connection() -> None:
+    """No `.conn`, and no SQL keyword in a string, in ops.py or search/: the Store's methods do that."""
+    checked = [m for m in MODULES if m.rel == "ops.py" or m.package == "search"]
+    found = []
+    for m in checked:
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("conn", "execute"):
+                found.append(f"{m.rel}:{node.lineno} .{node.attr}")
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+            if any(k in text for k in ("SELECT ", "INSERT ", "UPDATE ", "DELETE FROM", "PRAGMA")):
+                found.append(f"{m.rel}: SQL in {text[:40]!r}")
+    assert found == []
+
+
 def test_doctor_reaches_the_store_only_through_the_integrity_checks() -> None:
     doctor = next(m for m in MODULES if m.rel == "doctor.py")
     reached = {name for _, name in imports(doctor) if names(name, ("hivemem.store", "apsw", "sqlite3"))}
-    assert reached == {"hivemem.store", "hivemem.store.integrity"}
+    assert reached == {"hivemem.store.sqlite", "hivemem.store.sqlite.integrity"}
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -10,7 +10,7 @@ import unicodedata
 
 import pytest
 
-from hivemem.store.memories import capture_key
+from hivemem.store.sqlite.memories import capture_key
 
 
 def reference(content: str) -> str:

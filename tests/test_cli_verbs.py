@@ -12,8 +12,8 @@ import pytest
 
 from conftest import Home, Result, fails, wait_for
 from hivemem import __version__
-from hivemem.store import fts_index
-from hivemem.store.db import connect
+from hivemem.store.sqlite import fts_index
+from hivemem.store.sqlite.db import connect
 
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 OWNER = {"principal": "owner", "label": "owner"}

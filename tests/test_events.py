@@ -17,7 +17,7 @@ import pytest
 from conftest import Home, client_token, wait_for
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
-from hivemem.store.audit import verify_chain
+from hivemem.store.sqlite.audit import verify_chain
 
 KEYS = {"id", "ts", "type", "principal", "label", "space", "memory", "session", "revision", "data"}
 REQUIRED = {"id", "ts", "type", "principal", "data"}

@@ -23,7 +23,7 @@ from conftest import Home
 from faults import SOAK, check_copy, client, command, contents, copy_of, explicit, figure, finish, launch, ready
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
-from hivemem.store import schema
+from hivemem.store.sqlite import schema
 
 pytestmark = pytest.mark.fault
 

@@ -14,8 +14,9 @@ from typing import Any
 from hivemem import ops
 from hivemem.auth import owner
 from hivemem.errors import HivememError
-from hivemem.search import fts
-from hivemem.store import fts_index, open_store
+from hivemem.store import open_store
+from hivemem.store.sqlite import fts_index
+from hivemem.store.sqlite import search as fts
 
 SPACES = ("user", *(f"project/{c}" for c in "abcdefghijk"))  # each under 1/8 of the store: MATCH by space token
 CJK = "的一是不了人我在有他这中大来上们到说时要就出会也你对生能而子那得于着下"

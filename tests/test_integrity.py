@@ -11,7 +11,8 @@ import pytest
 from hivemem import ops
 from hivemem.auth import owner
 from hivemem.errors import HivememError
-from hivemem.store import integrity, open_store
+from hivemem.store import open_store
+from hivemem.store.sqlite import integrity
 
 
 @pytest.fixture

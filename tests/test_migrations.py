@@ -13,7 +13,7 @@ import apsw
 import pytest
 
 from conftest import Home, fails, wait_for
-from hivemem.store.audit import verify_chain
+from hivemem.store.sqlite.audit import verify_chain
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 HVMM = 1213615437

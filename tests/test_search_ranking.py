@@ -19,11 +19,11 @@ import pytest
 
 from hivemem import ops
 from hivemem.auth import Principal, owner
-from hivemem.search import fts
 from hivemem.search.terms import terms
-from hivemem.store import Store, open_store
+from hivemem.store import SQLiteStore, open_store
 from hivemem.store.filters import Filter
-from hivemem.store.fts5 import prepare
+from hivemem.store.sqlite import search as fts
+from hivemem.store.sqlite.fts5 import prepare
 
 WORDS = (
     "deploy", "server", "backup", "database", "index", "query", "token", "space", "memory", "agent", "review",
@@ -46,7 +46,7 @@ def text(rng: random.Random, n: int) -> str:
 
 @dataclass
 class Fixture:
-    store: Store
+    store: SQLiteStore
     ref: apsw.Connection
     queries: list[str]
 

@@ -21,7 +21,8 @@ from conftest import Home, mcp_session
 from hivemem.auth import owner as owner_principal
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
-from hivemem.store import memories, open_store
+from hivemem.store import open_store
+from hivemem.store.sqlite import memories
 from secret_corpus import PLACEMENTS, SHAPES, Gen, benign, placed, shapes
 
 CODE = "invalid_params.secret_content"

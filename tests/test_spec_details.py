@@ -13,8 +13,8 @@ import pytest
 
 from conftest import Home
 from hivemem.errors import HivememError
-from hivemem.store import fts_index
-from hivemem.store.db import connect
+from hivemem.store.sqlite import fts_index
+from hivemem.store.sqlite.db import connect
 
 
 def error(home: Home, *args: str, token: str | None = "@owner", cwd: str | None = None) -> tuple[int, dict[str, Any]]:

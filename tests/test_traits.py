@@ -16,7 +16,7 @@ import pytest
 
 import hivemem
 from conftest import Home, client_token, mcp_session
-from hivemem import ops
+from hivemem import ops, records
 from hivemem.cli.main import find_verb, main
 from hivemem.cli.reference import command
 from hivemem.client import DaemonClient
@@ -145,7 +145,7 @@ def test_a_writes_param_runs_a_read_verb_on_the_writer(home: Home, owner: Daemon
 def test_effects_are_ones_the_daemon_performs() -> None:
     assert {v.effect for v in VERBS} - {""} <= set(EFFECTS)
     with pytest.raises(ValueError, match="unknown effect"):
-        Verb("x.y", "A verb with a typo.", "read", "{}", effect="restart")
+        Verb("x.y", "A verb with a typo.", "read", records.Reloaded, effect="restart")
 
 
 def test_cli_names_come_from_the_trait(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,8 +14,8 @@ from hivemem import ops
 from hivemem.auth import owner
 from hivemem.client import DaemonClient
 from hivemem.errors import Failed, NotFound
-from hivemem.store import Store, open_store
-from hivemem.store.db import atomic, connect
+from hivemem.store import SQLiteStore, open_store
+from hivemem.store.sqlite.db import atomic, connect
 
 REFUSE_ADDED = (
     "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events WHEN NEW.type = 'memory.added' "
@@ -29,7 +29,7 @@ REFUSE_SECOND_RECALL = (
 
 
 @pytest.fixture
-def store() -> Iterator[Store]:
+def store() -> Iterator[SQLiteStore]:
     made = open_store(tempfile.mkdtemp(prefix="hm-tx-") + "/store.db")
     try:
         yield made
@@ -46,7 +46,7 @@ def put(conn: apsw.Connection, key: str) -> None:
     conn.execute("INSERT INTO meta(key, value) VALUES (?, 'x')", (key,))
 
 
-def test_atomic_nests_as_savepoints_and_a_failed_inner_change_is_undone_alone(store: Store) -> None:
+def test_atomic_nests_as_savepoints_and_a_failed_inner_change_is_undone_alone(store: SQLiteStore) -> None:
     conn = store.conn
     with atomic(conn):
         put(conn, "outer")
@@ -61,7 +61,7 @@ def test_atomic_nests_as_savepoints_and_a_failed_inner_change_is_undone_alone(st
     assert [meta(conn, k) for k in ("outer", "kept", "undone", "undone too")] == ["x", "x", None, None]
 
 
-def test_an_outer_failure_undoes_what_inner_changes_released(store: Store) -> None:
+def test_an_outer_failure_undoes_what_inner_changes_released(store: SQLiteStore) -> None:
     conn = store.conn
     with pytest.raises(Failed), atomic(conn):
         with atomic(conn):
@@ -71,7 +71,7 @@ def test_an_outer_failure_undoes_what_inner_changes_released(store: Store) -> No
     assert meta(conn, "released") is None
 
 
-def test_a_second_connection_sees_a_verb_only_once_it_has_committed(store: Store) -> None:
+def test_a_second_connection_sees_a_verb_only_once_it_has_committed(store: SQLiteStore) -> None:
     other = connect(store.path)
     try:
         with atomic(store.conn):
@@ -84,7 +84,7 @@ def test_a_second_connection_sees_a_verb_only_once_it_has_committed(store: Store
         other.close()
 
 
-def test_every_write_verb_commits_exactly_once(store: Store) -> None:
+def test_every_write_verb_commits_exactly_once(store: SQLiteStore) -> None:
     commits: list[int] = []
 
     def counted() -> bool:

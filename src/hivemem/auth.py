@@ -11,7 +11,7 @@ import re
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 SPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 KINDS = ("note", "fact", "decision", "procedure", "preference", "convention", "task", "lesson")
@@ -167,3 +167,15 @@ def can_session(principal: Principal, right: str, session: int, reporter: str) -
         return True
     everything, ids = session_scope(principal, right)
     return everything or session in ids
+
+
+def can_see_event(principal: Principal, event: dict[str, object], can_read_session: Callable[[int, str], bool]) -> bool:
+    """Per-event rule (SPEC 8.5): client events for the owner; others by their space, memory or session."""
+    if str(event["type"]).startswith("client."):
+        return principal.is_owner
+    if event["space"] is not None:
+        memory = int(str(event["memory"])[1:]) if event["memory"] else None
+        return principal.can("read", str(event["space"]), memory)
+    if event["session"] is not None:
+        return bool(can_read_session(int(str(event["session"])[1:]), str(event["principal"])))
+    return principal.is_owner

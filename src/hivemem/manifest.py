@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hivemem import records
 from hivemem.auth import KINDS
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
@@ -56,7 +57,7 @@ class Verb:
     __slots__ = ("cli_name", "destructive", "effect", "errors", "examples", "idempotent", "mcp", "name", "params",
                  "result", "returns_memory_text", "right", "stream", "summary", "writes")  # fmt: skip
 
-    def __init__(self, name: str, summary: str, right: str, result: str, params: tuple[Param, ...] = (),
+    def __init__(self, name: str, summary: str, right: str, result: type, params: tuple[Param, ...] = (),
                  errors: tuple[str, ...] = (), *, mcp: bool = True, writes: bool = False,
                  examples: tuple[str, ...] = (), stream: str = "", effect: str = "",
                  returns_memory_text: bool = False, destructive: bool = False, idempotent: bool = False,
@@ -113,7 +114,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.add",
         "Store a memory in a space; the same content in the same space returns the existing one. " + SECRET_SENTENCE,
         "write",
-        "{id, revision, changed}",
+        records.Written,
         (
             _p("space", "string", "Space name, or @project / @user.", required=True, format="space"),
             _p("content", "string", "The text to remember (UTF-8).", required=True, format="content", scanned=True),
@@ -129,7 +130,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.get",
         "Read one memory with its relations. " + TRUST_SENTENCE,
         "read",
-        "Memory (+ relations); with revision: that version and its action",
+        records.MemoryRead,
         (
             ID,
             _p("revision", "integer", "Return the memory as of this revision.", minimum=1),
@@ -143,7 +144,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.update",
         "Change a memory; needs the revision you read. " + SECRET_SENTENCE,
         "write",
-        "{id, revision, changed}",
+        records.Written,
         (ID, REVISION, _p("content", "string", "New text.", format="content", scanned=True), *_FIELDS),
         ("conflict.memory_revision", "conflict.memory_duplicate", "not_found.memory"),
         writes=True,
@@ -153,7 +154,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.delete",
         "Soft-delete a memory (restorable); needs the revision you read.",
         "write",
-        "{id, revision, deleted}",
+        records.Deleted,
         (ID, REVISION),
         ("conflict.memory_revision", "not_found.memory"),
         writes=True,
@@ -164,7 +165,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.restore",
         "Bring back a soft-deleted or archived memory.",
         "write",
-        "{id, revision}",
+        records.Restored,
         (_p("id", "string", "Memory id, `m<N>`.", required=True, format="memory_id"),),
         ("not_found.memory", "conflict.memory_duplicate"),
         writes=True,
@@ -174,7 +175,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.history",
         "List a memory's kept versions, newest first; get the memory with `revision` to read a version's text.",
         "read",
-        "{versions: [{revision, action, by, ts, bytes}]}",
+        records.History,
         (ID,),
         ("not_found.memory",),
         examples=("hivemem memory history --id m1",),
@@ -183,7 +184,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.list",
         "List memories, newest first. " + TRUST_SENTENCE,
         "read",
-        "{memories: [Hit], next}",
+        records.MemoryPage,
         (
             SPACES,
             KINDS_P,
@@ -203,7 +204,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.search",
         "Full-text search over readable memories. " + TRUST_SENTENCE,
         "read",
-        "{mode, fallback?, results: [Hit]}",
+        records.SearchResult,
         (
             _p("query", "string", "Words to look for; never query syntax.", required=True, max_bytes=8192),
             SPACES,
@@ -225,7 +226,7 @@ VERBS: tuple[Verb, ...] = (
         "(project, user, team); without a query, the newest preferences, conventions, lessons and procedures. "
         "Writes nothing. " + TRUST_SENTENCE,
         "read",
-        "{text, count, truncated}",
+        records.Recall,
         (
             _p(
                 "spaces",
@@ -254,7 +255,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.forget",
         "Soft-delete every live memory matching a filter, one transaction per memory.",
         "write",
-        "{deleted: [{id, revision}], failed: [{id, code}], next}",
+        records.Forget,
         (
             _p("spaces", "array", "Spaces to forget in.", required=True, items="space"),
             KINDS_P,
@@ -280,7 +281,7 @@ VERBS: tuple[Verb, ...] = (
         "memory.purge",
         "Erase a memory, its versions and relations for good (admin).",
         "admin",
-        "{id}",
+        records.Purged,
         (_p("id", "string", "Memory id, `m<N>`.", required=True, format="memory_id"),),
         ("not_found.memory", "unavailable.store_busy", "failed.store"),
         mcp=False,
@@ -292,7 +293,7 @@ VERBS: tuple[Verb, ...] = (
         "space.list",
         "List readable spaces with their live memory counts, sorted by name.",
         "read",
-        "{spaces: [{space, memories, updated}], next}",
+        records.SpacePage,
         (
             _p("after", "string", "Page after this space name (exclusive).", format="space"),
             _p("limit", "integer", "Page size.", default=200, minimum=1, maximum=1000),
@@ -303,15 +304,14 @@ VERBS: tuple[Verb, ...] = (
         "store.status",
         "Schema and SQLite versions and counts of what the caller can read (the owner also sees path and size).",
         "read",
-        "{path, schema_version, sqlite_version, bytes, memories, drafts, archived, deleted, versions, "
-        "sessions, vectors, pending, embeddings}",
+        records.Status,
         examples=("hivemem store status --json",),
     ),
     Verb(
         "daemon.stop",
         "Stop the running daemon gracefully (admin).",
         "admin",
-        "{stopping: true}",
+        records.Stopping,
         mcp=False,
         examples=("HIVEMEM_TOKEN=@owner hivemem stop",),
         effect="stop",
@@ -321,7 +321,7 @@ VERBS: tuple[Verb, ...] = (
         "whoami",
         "Who this connection is: principal, label and grants.",
         "none",
-        "{principal, label?, grants}",
+        records.Whoami,
         examples=("hivemem whoami --json",),
     ),
 )
@@ -341,7 +341,7 @@ VERBS += (
         "client.add",
         "Create a client (a durable token principal g<N>) with grants; the token is shown once (admin).",
         "admin",
-        "{client, principal, token, expires}",
+        records.ClientAdded,
         (
             _p("name", "string", "Client name, `^[a-z0-9][a-z0-9-]{0,63}$`.", required=True, format="client_name"),
             _p("grants", "array", GRANTS_HELP, required=True, items="grant"),
@@ -359,7 +359,7 @@ VERBS += (
         "client.list",
         "List clients: name, principal, grants, created, expires (admin).",
         "admin",
-        "{clients: [{name, principal, grants, created, expires}], next}",
+        records.ClientPage,
         (
             _p("after", "string", "Page after this client's principal `g<N>` (exclusive).", format="principal"),
             _p("limit", "integer", "Page size.", default=200, minimum=1, maximum=1000),
@@ -371,7 +371,7 @@ VERBS += (
         "client.remove",
         "Remove a client; its token is refused as revoked from then on (admin).",
         "admin",
-        "{client, principal}",
+        records.ClientRemoved,
         (_p("name", "string", "Client name.", required=True, format="client_name"),),
         ("not_found.client",),
         mcp=False,
@@ -382,7 +382,7 @@ VERBS += (
         "session.start",
         "Record a harness conversation (idempotent by harness and harness_session), optionally with its parent.",
         "write",
-        "{session, changed}",
+        records.SessionStarted,
         (
             _p(
                 "harness",
@@ -419,7 +419,7 @@ VERBS += (
         "session.end",
         "Mark a session ended (idempotent).",
         "write",
-        "{session, ended, changed}",
+        records.SessionEnded,
         (SESSION_REQ,),
         ("not_found.session",),
         writes=True,
@@ -430,7 +430,7 @@ VERBS += (
         "session.get",
         "Read one session.",
         "read",
-        "Session",
+        records.Session,
         (SESSION_REQ,),
         ("not_found.session",),
         examples=("hivemem session get --session s1 --json",),
@@ -439,7 +439,7 @@ VERBS += (
         "session.list",
         "List readable sessions, newest first.",
         "read",
-        "{sessions, next}",
+        records.SessionPage,
         (
             _p("harness", "string", "Only this harness.", max_bytes=64),
             _p("harness_session", "string", "Only this harness session id.", max_bytes=256),
@@ -453,7 +453,7 @@ VERBS += (
         "session.chain",
         "A session and its readable ancestors, oldest first (at most 256).",
         "read",
-        "{chain, truncated}",
+        records.Chain,
         (SESSION_REQ,),
         ("not_found.session",),
         examples=("hivemem session chain --session s3 --json",),
@@ -462,7 +462,7 @@ VERBS += (
         "session.purge",
         "Remove a session row; memories keep their text (admin).",
         "admin",
-        "{session}",
+        records.SessionPurged,
         (SESSION_REQ,),
         ("not_found.session",),
         mcp=False,
@@ -473,7 +473,7 @@ VERBS += (
         "events.list",
         "Audit events the caller may read, newest first (client events for admins only).",
         "read",
-        "{events: [...], next}",
+        records.EventPage,
         (
             _p("after", "integer", "Page below this event id (exclusive).", minimum=1),
             _p("limit", "integer", "Page size.", default=50, minimum=1, maximum=1000),
@@ -485,7 +485,7 @@ VERBS += (
         "events.follow",
         "Turn the connection into a stream of new events the caller may read.",
         "read",
-        '{following: true}, then {"event": {...}} lines',
+        records.Following,
         (_p("after", "integer", "Start after this event id (default: the newest).", minimum=0), *EVENT_FILTERS),
         mcp=False,
         examples=("hivemem events --follow --json",),
@@ -495,7 +495,7 @@ VERBS += (
         "config.reload",
         "Re-read the config file in the running daemon (admin).",
         "admin",
-        "{reloaded: true}",
+        records.Reloaded,
         (),
         ("invalid_params.config",),
         mcp=False,

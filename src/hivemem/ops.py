@@ -1,23 +1,25 @@
-"""dispatch(store, principal, verb, params): validate against the manifest, authorize, call the store."""
+"""dispatch(store, principal, verb, params): validate against the manifest, authorize, call the store.
+
+Ops speaks to the Store interface (`store/base.py`) alone: it never sees a connection or SQL, so any backend
+serves every verb.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from hivemem.auth import Principal, can_session, session_scope
+from hivemem.auth import Principal, can_see_event, can_session, session_scope
 from hivemem.errors import Denied, HivememError, InvalidParams, NotFound, Unsupported
 from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
-from hivemem.store import Store, audit, erasure, listing, memories, sessions
-from hivemem.store import clients as client_store
-from hivemem.store.db import atomic, scalar
+from hivemem.store.base import Store, Visible
 from hivemem.store.filters import Filter
 
-Handler = Callable[[Store, Principal, dict[str, Any]], dict[str, Any]]
+Handler = Callable[[Store, Principal, dict[str, Any]], Mapping[str, Any]]
 FIX = "hivemem whoami --json  # set HIVEMEM_TOKEN to a client token with this right, or @owner"
 
 
@@ -38,7 +40,7 @@ class Stream(dict[str, Any]):
 
 def poll(store: Store, principal: Principal, stream: Stream) -> list[dict[str, Any]]:
     """A stream's next objects; a client removed or expired since is cut off, as between requests."""
-    client_store.recheck(store.conn, principal)
+    store.clients.recheck(principal)
     return stream.poll(store)
 
 
@@ -84,10 +86,11 @@ def run(store: Store, principal: Principal, checked: tuple[Verb, dict[str, Any]]
 
 
 def _authorized(store: Store, principal: Principal, verb: Verb, p: dict[str, Any]) -> dict[str, Any]:
-    client_store.recheck(store.conn, principal)  # a removed or expired client is cut off mid-connection
+    store.clients.recheck(principal)  # a removed or expired client is cut off mid-connection
     if verb.right == "admin" and not principal.is_owner:
         raise denied(principal, "admin", verb.name)
-    return HANDLERS[verb.name](store, principal, p)
+    result = HANDLERS[verb.name](store, principal, p)
+    return result if isinstance(result, dict) else dict(result)
 
 
 def denied(principal: Principal, right: str, resource: str) -> Denied:
@@ -104,7 +107,7 @@ def denied(principal: Principal, right: str, resource: str) -> Denied:
 def _memory(store: Store, principal: Principal, ident: str, right: str) -> int:
     """The memory's number once `principal` may `right` it; unreadable answers as absent."""
     memory = int(ident[1:])
-    space = memories.space_of(store.conn, memory)
+    space = store.memories.space_of(memory)
     if space is None or not principal.can("read", space, memory):
         raise NotFound("memory", f"{ident} not found")
     if right != "read" and not principal.can(right, space, memory):
@@ -130,8 +133,8 @@ def _filter(store: Store, principal: Principal, p: dict[str, Any], **kw: Any) ->
     session_ids = None
     if p.get("session"):
         see = readable_sessions(principal)
-        n = int(sessions.require(store.conn, p["session"], see)[0])
-        session_ids = tuple(sessions.lineage(store.conn, n, see)) if p.get("lineage") else (n,)
+        n = store.sessions.find(p["session"], see)[0]
+        session_ids = tuple(store.sessions.lineage(n, see)) if p.get("lineage") else (n,)
     return Filter(
         readable=principal.scope("read"),
         spaces=tuple(spaces) if spaces is not None else None,
@@ -142,193 +145,168 @@ def _filter(store: Store, principal: Principal, p: dict[str, Any], **kw: Any) ->
     )
 
 
-def readable_sessions(principal: Principal) -> sessions.Visible:
+def readable_sessions(principal: Principal) -> Visible:
     return lambda n, reporter: can_session(principal, "read", n, reporter)
 
 
-def add(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def add(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     _write_space(principal, p["space"])
     session = None
     if p.get("session"):
-        session = int(sessions.require(store.conn, p["session"], readable_sessions(principal))[0])
-    return memories.add(store.conn, store.limits, principal, p, session)
+        session = store.sessions.find(p["session"], readable_sessions(principal))[0]
+    return store.memories.add(principal, p, session)
 
 
-def get(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def get(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     memory = _memory(store, principal, p["id"], "read")
     if p.get("revision") is not None:
-        return memories.get_version(store.conn, memory, p["revision"], p["include_deleted"])
-    return memories.get(store.conn, memory, p["include_deleted"])
+        return store.memories.version(memory, p["revision"], p["include_deleted"])
+    return store.memories.get(memory, p["include_deleted"])
 
 
-def update(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def update(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     memory = _memory(store, principal, p["id"], "write")
-    return memories.update(store.conn, store.limits, principal, memory, p)
+    return store.memories.update(principal, memory, p)
 
 
-def delete(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def delete(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     memory = _memory(store, principal, p["id"], "write")
-    return memories.delete(store.conn, store.limits, principal, memory, p["revision"])
+    return store.memories.delete(principal, memory, p["revision"])
 
 
-def restore(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def restore(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     memory = _memory(store, principal, p["id"], "write")
-    return memories.restore(store.conn, store.limits, principal, memory)
+    return store.memories.restore(principal, memory)
 
 
-def history(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    return memories.history(store.conn, _memory(store, principal, p["id"], "read"))
+def history(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    return store.memories.history(_memory(store, principal, p["id"], "read"))
 
 
-def list_(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def list_(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     flt = _filter(store, principal, p, status=p["status"], include_deleted=p["include_deleted"])
     after = int(p["after"][1:]) if p.get("after") else None
-    return listing.list_memories(store.conn, flt, after, p["limit"])
+    return store.memories.page(flt, after, p["limit"])
 
 
-def search(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    result = run_search(store.conn, p["query"], _filter(store, principal, p), p["limit"], p["mode"])
+def search(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    result = run_search(store, p["query"], _filter(store, principal, p), p["limit"], p["mode"])
     if p["record_usage"] and result["results"]:
-        _record_usage(store, principal, p["query"], result["results"])
+        digest = hashlib.sha256(p["query"].encode("utf-8")).hexdigest()
+        store.events.recalled(principal, digest, result["results"])
     return result
 
 
-def _record_usage(store: Store, principal: Principal, query: str, hits: list[dict[str, Any]]) -> None:
-    digest = hashlib.sha256(query.encode("utf-8")).hexdigest()
-    with atomic(store.conn):
-        for hit in hits:
-            data = {"query_sha256": digest, "hash": "sha256", "score": hit["score"], "space": hit["space"]}
-            audit.append(
-                store.conn, "memory.recalled", principal, space=hit["space"], memory=int(hit["id"][1:]), data=data
-            )
-
-
-def recall(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def recall(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     """The envelope for `spaces`: named ones must all be readable; of the fixed read path a client filled in,
     unreadable ones are skipped (SPEC 4.3)."""
     if not p["fixed_path"]:
         _readable_spaces(principal, p["spaces"])
     path = [space for space in p["spaces"] if principal.can("read", space)]
-    return run_recall(store.conn, principal.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
+    return run_recall(store, principal.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
 
 
-def forget(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def forget(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     for space in p["spaces"]:
         _write_space(principal, space)
     flt = _filter(store, principal, p, status=None, before=p.get("before") or None)
     after = int(p["after"][1:]) if p.get("after") else None
-    found = listing.selection(store.conn, flt, after, p["limit"] + 1)
+    found = store.memories.selection(flt, after, p["limit"] + 1)
     chosen = found[: p["limit"]]
-    page = {"next": memories.mid(chosen[-1][0]) if len(found) > p["limit"] else None}
+    page = {"next": f"m{chosen[-1][0]}" if len(found) > p["limit"] else None}
     if p["dry_run"]:
-        return {"deleted": [{"id": memories.mid(m), "revision": r} for m, r in chosen], "failed": [], **page}
+        return {"deleted": [{"id": f"m{m}", "revision": r} for m, r in chosen], "failed": [], **page}
     done: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     for memory, revision in chosen:
         try:
-            result = memories.delete(store.conn, store.limits, principal, memory, revision)
+            result = store.memories.delete(principal, memory, revision)
             done.append({"id": result["id"], "revision": result["revision"]})
         except HivememError as exc:
-            failed.append({"id": memories.mid(memory), "code": exc.code})
+            failed.append({"id": f"m{memory}", "code": exc.code})
     return {"deleted": done, "failed": failed, **page}
 
 
-def purge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def purge(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     memory = int(p["id"][1:])
-    memories.purge(store.conn, principal, memory)
-    store_id = str(scalar(store.conn, "SELECT value FROM meta WHERE key = 'store_id'"))
-    store.after_commit(lambda: _erase_copies(store, p["id"], store_id))
+    store.memories.purge(principal, memory)
+    store.after_commit(lambda: store.memories.erase_copies(memory))  # backups, exports and the WAL
     return {"id": p["id"]}
 
 
-def _erase_copies(store: Store, ident: str, store_id: str) -> None:
-    """Once the purge has committed: the text out of every backup and export, and out of the WAL."""
-    memory = int(ident[1:])
-    failures = erasure.scrub_backups(f"{store.data_dir}/backups", memory)
-    erasure.scrub_exports(f"{store.data_dir}/exports", store_id, memory)
-    try:
-        erasure.checkpoint(store.conn)
-    finally:  # a backup that still holds the text outranks a checkpoint that will run at next start
-        if failures:
-            raise erasure.unscrubbed(ident, failures)
-
-
-def space_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def space_list(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     flt = Filter(readable=principal.scope("read"), status=None)
-    return listing.spaces(store.conn, flt, p.get("after"), p["limit"])
+    return store.spaces(flt, p.get("after"), p["limit"])
 
 
-def status(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def status(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     """Counts of what the caller can read; only the owner also sees the store's path and size (SPEC 10)."""
     if not principal.is_owner and not any(g["right"] == "read" for g in principal.grants):
         raise denied(principal, "read", "store")
     every, numbers = session_scope(principal, "read")
     reporter = None if principal.id == "unknown" else principal.id
-    seen = listing.Sessions(every, numbers, reporter)
-    path = store.path if principal.is_owner else None
-    return listing.status(store.conn, store.sqlite_version, principal.scope("read"), seen, path)
+    return store.status(principal.scope("read"), (every, numbers, reporter), principal.is_owner)
 
 
-def whoami(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def whoami(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     return {**principal.author(), "grants": principal.grant_list()}
 
 
-def stop(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def stop(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     return {"stopping": True}
 
 
-def client_add(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    return client_store.add_client(store.conn, principal, p["name"], p["grants"], p.get("ttl"))
+def client_add(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    return store.clients.add(principal, p["name"], p["grants"], p.get("ttl"))
 
 
-def client_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def client_list(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     after = int(p["after"][1:]) if p.get("after") else None
-    return client_store.list_clients(store.conn, after, p["limit"])
+    return store.clients.page(after, p["limit"])
 
 
-def client_remove(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    return client_store.remove_client(store.conn, principal, p["name"])
+def client_remove(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    return store.clients.remove(principal, p["name"])
 
 
-def session_start(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def session_start(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     if not session_scope(principal, "write")[0]:
         raise denied(principal, "write", "session:*")
-    existing = sessions.existing(store.conn, p["harness"], p.get("harness_session"))
+    existing = store.sessions.existing(p["harness"], p.get("harness_session"))
     if existing is not None:  # SPEC 7: a repeat returns that session, ignoring other params
-        return {"session": sessions.sid(existing), "changed": False}
+        return {"session": f"s{existing}", "changed": False}
     if p.get("parent") and not p.get("relation"):
         raise InvalidParams("missing", "relation is required with parent", param="relation")
     if p.get("relation") and not p.get("parent"):
         raise InvalidParams("relation", "relation needs a parent", param="relation")
     if p.get("parent"):
-        sessions.require(store.conn, p["parent"], readable_sessions(principal))
-    return sessions.start(store.conn, principal, p)
+        store.sessions.find(p["parent"], readable_sessions(principal))
+    return store.sessions.start(principal, p)
 
 
-def session_end(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    row = sessions.require(store.conn, p["session"], readable_sessions(principal))
-    if not can_session(principal, "write", int(row[0]), str(row[6])):
+def session_end(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    n, reporter = store.sessions.find(p["session"], readable_sessions(principal))
+    if not can_session(principal, "write", n, reporter):
         raise denied(principal, "write", f"session:{p['session']}")
-    return sessions.end(store.conn, principal, int(row[0]))
+    return store.sessions.end(principal, n)
 
 
-def session_get(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def session_get(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    return store.sessions.get(p["session"], readable_sessions(principal))
+
+
+def session_list(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    after = int(p["after"][1:]) if p.get("after") else None
+    return store.sessions.page(p, readable_sessions(principal), after, p["limit"])
+
+
+def session_chain(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     see = readable_sessions(principal)
-    return sessions.shape(sessions.require(store.conn, p["session"], see), store.conn, see)
+    return store.sessions.chain(store.sessions.find(p["session"], see)[0], see)
 
 
-def session_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    after = sessions.number(p["after"]) if p.get("after") else None
-    return sessions.list_sessions(store.conn, p, readable_sessions(principal), after, p["limit"])
-
-
-def session_chain(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    see = readable_sessions(principal)
-    return sessions.chain(store.conn, int(sessions.require(store.conn, p["session"], see)[0]), see)
-
-
-def session_purge(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
-    return sessions.purge(store.conn, principal, sessions.number(p["session"]))
+def session_purge(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    return store.sessions.purge(principal, int(p["session"][1:]))
 
 
 def _event_filter(principal: Principal, p: dict[str, Any]) -> tuple[Callable[[dict[str, Any]], bool], dict[str, Any]]:
@@ -336,35 +314,33 @@ def _event_filter(principal: Principal, p: dict[str, Any]) -> tuple[Callable[[di
         if not principal.can("read", space):
             raise denied(principal, "read", f"space:{space}")
     see = readable_sessions(principal)
-    keep: Callable[[dict[str, Any]], bool] = lambda e: audit.visible(principal, e, see)  # noqa: E731
+    keep: Callable[[dict[str, Any]], bool] = lambda e: can_see_event(principal, e, see)  # noqa: E731
     return keep, {"types": tuple(p.get("types") or ()), "spaces": tuple(p.get("spaces") or ())}
 
 
-def events_list(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def events_list(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     keep, filters = _event_filter(principal, p)
-    found = audit.list_events(store.conn, keep, before=p.get("after"), limit=p["limit"], **filters)
-    page = found[: p["limit"]]
-    return {"events": [audit.shown(e) for e in page], "next": page[-1]["id"] if len(found) > p["limit"] else None}
+    return store.events.page(keep, p.get("after"), p["limit"], **filters)
 
 
 def events_follow(store: Store, principal: Principal, p: dict[str, Any]) -> Stream:
     keep, filters = _event_filter(principal, p)
     after = p.get("after")
     if after is None:
-        after = int(scalar(store.conn, "SELECT COALESCE(MAX(id), 0) FROM events"))
+        after = store.events.newest()
     cursor = [after]
 
     def poll(reader: Store) -> list[dict[str, Any]]:
         """New readable events after the last one sent, oldest first."""
-        found = audit.list_events(reader.conn, keep, after=cursor[0], limit=1000, **filters)
+        found = reader.events.after(keep, cursor[0], 1000, **filters)
         if found:
             cursor[0] = max(e["id"] for e in found)
-        return [audit.shown(e) for e in found]
+        return [dict(e) for e in found]
 
     return Stream({"following": True, "after": after}, poll, live=True)
 
 
-def config_reload(store: Store, principal: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def config_reload(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     return {"reloaded": True}
 
 

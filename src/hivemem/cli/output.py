@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
+from hivemem import records
 from hivemem.errors import HivememError
+from hivemem.manifest import BY_NAME
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
@@ -85,20 +87,21 @@ def human(verb: str, ok: dict[str, Any]) -> str:
         return str(ok["text"])  # a rendered envelope (memory.recall) is already text for its reader
     if verb == "doctor":
         return _doctor(ok["checks"])
-    for key, (header, render) in TABLES.items():
-        if isinstance(ok.get(key), list):
-            rows = [render(r) for r in ok[key]]
-            mode = (
-                [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")]
-                if "mode" in ok
-                else []
-            )
-            return "\n".join(mode + (_table([list(header), *rows]) if rows else [f"no {key}"]) + _footer(verb, ok))
+    declared = BY_NAME.get(verb)
+    table = records.table_member(declared.result) if declared is not None else None
+    if table is not None and isinstance(ok.get(table[0]), list):
+        key, shape = table
+        cols = records.columns(shape)
+        rows = [[_cell(header, member, r) for header, member in cols] for r in ok[key]]
+        mode = [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")] if (
+            "mode" in ok) else []  # fmt: skip
+        header = [h for h, _ in cols]
+        return "\n".join(mode + (_table([header, *rows]) if rows else [f"no {key}"]) + _footer(ok))
     width = max((len(k) for k in ok), default=0)
     return "\n".join(f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items())
 
 
-def _footer(verb: str, ok: dict[str, Any]) -> list[str]:
+def _footer(ok: dict[str, Any]) -> list[str]:
     lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
     if ok.get("versions"):  # memory.history
         lines.append("A version's text: hivemem memory get --id ID --revision N")
@@ -121,11 +124,6 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip() for r in rows]
 
 
-def _memory_row(m: dict[str, Any]) -> list[str]:
-    text = (f"{m['title']}: " if m.get("title") else "") + str(m.get("snippet", "")).replace("\n", " ")
-    return [m["id"], f"r{m['revision']}", m["space"], m["kind"], text[:100]]
-
-
 def _grants(grants: list[dict[str, str]]) -> str:
     return ", ".join(f"{g.get('right')} {g.get('scope')}" for g in grants)
 
@@ -134,36 +132,36 @@ def _who(item: dict[str, Any]) -> str:
     return str(item.get("label") or item.get("principal") or "")
 
 
-def _event_row(e: dict[str, Any]) -> list[str]:
-    where = " ".join(str(e[k]) for k in ("space", "memory", "session") if e.get(k))
-    rev = f"r{e['revision']}" if e.get("revision") else ""
-    return [str(e["id"]), e["ts"], e["type"], _who(e), where, rev, dumps(e["data"]) if e.get("data") else ""]
+def _text(m: dict[str, Any]) -> str:
+    return ((f"{m['title']}: " if m.get("title") else "") + str(m.get("snippet", "")).replace("\n", " "))[:100]
 
 
-def _session_row(s: dict[str, Any]) -> list[str]:
-    parent = f"{s['relation']} of {s['parent']}" if s.get("parent") else ""
-    reporter = _who(s.get("reported_by") or {})
-    started, ended = s["started"], s.get("ended", "")
-    return [s["session"], s["harness"], s.get("harness_session", ""), parent, reporter, started, ended]
+def _parent(s: dict[str, Any]) -> str:
+    return f"{s['relation']} of {s['parent']}" if s.get("parent") else ""
 
 
-TABLES: dict[str, tuple[tuple[str, ...], Any]] = {
-    "results": (("ID", "REV", "SPACE", "KIND", "TEXT"), _memory_row),
-    "memories": (("ID", "REV", "SPACE", "KIND", "TEXT"), _memory_row),
-    "versions": (
-        ("REV", "ACTION", "BY", "TIME", "SIZE"),
-        lambda v: [f"r{v['revision']}", v["action"], _who(v["by"]), v["ts"], f"{v['bytes']} bytes"],
-    ),
-    "spaces": (("SPACE", "MEMORIES", "UPDATED"), lambda s: [s["space"], str(s["memories"]), s["updated"] or ""]),
-    "deleted": (("ID", "REV", "STATUS"), lambda d: [d["id"], f"r{d['revision']}", "deleted"]),
-    "clients": (
-        ("NAME", "PRINCIPAL", "GRANTS", "CREATED", "EXPIRES"),
-        lambda c: [c["name"], c["principal"], _grants(c["grants"]), c["created"], c.get("expires") or "never"],
-    ),
-    "events": (("ID", "TIME", "TYPE", "BY", "WHERE", "REV", "DATA"), _event_row),
-    "sessions": (("SESSION", "HARNESS", "HARNESS SESSION", "PARENT", "REPORTED BY", "STARTED", "ENDED"), _session_row),
-    "chain": (("SESSION", "HARNESS", "HARNESS SESSION", "PARENT", "REPORTED BY", "STARTED", "ENDED"), _session_row),
+# How a column shows its member, by header (records.COLUMNS names the columns); any other shows the value.
+CELLS: dict[str, Any] = {
+    "REV": lambda r: f"r{r['revision']}" if r.get("revision") else "",
+    "TEXT": _text,
+    "BY": lambda r: _who(r["by"]) if "by" in r else _who(r),
+    "REPORTED BY": lambda r: _who(r.get("reported_by") or {}),
+    "SIZE": lambda r: f"{r['bytes']} bytes",
+    "STATUS": lambda r: "deleted",
+    "GRANTS": lambda r: _grants(r["grants"]),
+    "EXPIRES": lambda r: r.get("expires") or "never",
+    "WHERE": lambda r: " ".join(str(r[k]) for k in ("space", "memory", "session") if r.get(k)),
+    "DATA": lambda r: dumps(r["data"]) if r.get("data") else "",
+    "PARENT": _parent,
 }
+
+
+def _cell(header: str, member: str, record: dict[str, Any]) -> str:
+    shown = CELLS.get(header)
+    if shown is not None:
+        return str(shown(record))
+    value = record.get(member)
+    return "" if value is None else str(value)
 
 
 def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from hivemem import records
 from hivemem.config import SETTINGS
 from hivemem.errors import CLASSES
 from hivemem.manifest import VERBS, Param, Verb
@@ -113,7 +114,7 @@ def verb_section(verb: Verb) -> list[str]:
     lines.append(f"- right: `{verb.right}`; MCP: {'yes' if verb.mcp else 'no'}; CLI: `{command(verb)}`")
     if traits(verb):
         lines.append(f"- behaviour: {'; '.join(traits(verb))}")
-    lines.append(f"- result: `{verb.result}`")
+    lines.append(f"- result: [`{verb.result.__name__}`](#{verb.result.__name__.lower()})")
     if verb.errors:
         lines.append("- errors: " + ", ".join(f"`{e}`" for e in verb.errors))
     lines.append("")
@@ -129,6 +130,23 @@ def verb_section(verb: Verb) -> list[str]:
     return lines
 
 
+def records_markdown() -> list[str]:
+    """Each result shape and every record inside one: its members, their types, and which may be absent."""
+    shown: list[type] = []
+    for verb in VERBS:
+        shown += [s for s in (verb.result, *records.nested(verb.result)) if s not in shown]
+    lines = ["# Records", "", "The typed shapes results are made of (`src/hivemem/records.py`); a member marked "
+             "optional may be absent, and `X | None` may be null.", ""]  # fmt: skip
+    for shape in shown:
+        lines += [f"## `{shape.__name__}`", "", " ".join((shape.__doc__ or "").split()), ""] if shape.__doc__ else [
+            f"## `{shape.__name__}`", ""]  # fmt: skip
+        lines += ["| member | type | optional |", "|---|---|---|"]
+        lines += [f"| `{name}` | `{text}` | {'' if needed else 'yes'} |"
+                  for name, (text, needed) in records.fields(shape).items()]  # fmt: skip
+        lines.append("")
+    return lines
+
+
 def verbs_markdown() -> str:
     lines = [
         HEADER,
@@ -139,6 +157,7 @@ def verbs_markdown() -> str:
     ]
     for verb in VERBS:
         lines += verb_section(verb)
+    lines += records_markdown()
     lines += ["# Error codes", "", "| code | exit | meaning |", "|---|---|---|"]
     for code, meaning in ERROR_CODES:
         lines.append(f"| `{code}` | {CLASSES[code.partition('.')[0]].exit_code} | {meaning} |")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hivemem import paths
 from hivemem.config import Config
 from hivemem.errors import Conflict, HivememError
-from hivemem.store.db import now
+from hivemem.store.sqlite.db import now
 
 
 @dataclass

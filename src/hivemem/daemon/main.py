@@ -16,10 +16,9 @@ from hivemem import paths, secrets
 from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
 from hivemem.errors import Failed, HivememError
-from hivemem.store import Store, memories, open_store
-from hivemem.store.clients import ensure_owner_key
+from hivemem.store import Progress, Store, open_store
 from hivemem.store.limits import Limits
-from hivemem.store.migrations import Progress
+from hivemem.store.sqlite.clients import ensure_owner_key
 
 
 def limits_from(config: config_mod.Config) -> Limits:
@@ -94,7 +93,7 @@ def start(
         store = open_store(where.store, limits_from(config), progress, read_only_ok=True)
         if not store.readonly:
             with contextlib.suppress(Failed):  # a full disk must not keep reads away; the next start retries
-                memories.remove_tombstones(store.conn, store.limits.tombstone_days)
+                store.memories.remove_tombstones(store.limits.tombstone_days)
         return locks, store, ensure_owner_key(where.owner_key), lifecycle.bind(where.socket)
     except BaseException:
         if store is not None:

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import apsw
-
 from hivemem import __version__, ops, peer, protocol, secrets
 from hivemem.auth import Principal
 from hivemem.config import Config
@@ -21,9 +19,7 @@ from hivemem.daemon.lifecycle import Log, idle_seconds
 from hivemem.errors import Failed, HivememError, InvalidParams
 from hivemem.manifest import Verb
 from hivemem.protocol import MAX_FRAME, PROTOCOL, TooDeep, check_depth, decode, encode, reply, verb_and_params
-from hivemem.store import Store, memories, open_reader
-from hivemem.store.clients import authenticate
-from hivemem.store.db import keep_files_on_close, scalar
+from hivemem.store import Store
 from hivemem.store.limits import Limits
 
 READERS = 4
@@ -42,7 +38,7 @@ class Server:
         self.config = config
         self.owner_key = owner_key
         self.log = log
-        self.store_id = str(scalar(store.conn, "SELECT value FROM meta WHERE key = 'store_id'"))
+        self.store_id = store.store_id()
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="writer")
         self.readers = ThreadPoolExecutor(READERS, thread_name_prefix="reader")
         self._local = threading.local()
@@ -60,7 +56,7 @@ class Server:
     def reader_store(self) -> Store:
         store: Store | None = getattr(self._local, "store", None)
         if store is None:
-            store = open_reader(self.store.path, self.store.limits)
+            store = self.store.reader()
             self._local.store = store
             self._reader_stores.append(store)
         return store
@@ -106,7 +102,7 @@ class Server:
 
     def _daily(self) -> None:
         if not self.store.readonly:
-            self.writer.submit(memories.remove_tombstones, self.store.conn, self.store.limits.tombstone_days)
+            self.writer.submit(self.store.memories.remove_tombstones, self.store.limits.tombstone_days)
         asyncio.get_running_loop().call_later(DAY, self._daily)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -293,8 +289,8 @@ class Server:
                 raise InvalidParams("unknown", f"hello has no param {name!r}", param=name)
             if not isinstance(value, str):
                 raise InvalidParams("type", f"{name} must be a string", param=name)
-        return authenticate(
-            self.reader_store().conn, params.get("token", ""), self.owner_key, self.config["grants.unknown"]
+        return self.reader_store().clients.authenticate(
+            params.get("token", ""), self.owner_key, self.config["grants.unknown"]
         )
 
     def close(self) -> None:
@@ -303,11 +299,7 @@ class Server:
         self.readers.shutdown(wait=True)
         for store in self._reader_stores:
             store.close()
-        with contextlib.suppress(apsw.Error):
-            if self.moved:
-                keep_files_on_close(self.store.conn)
-            self.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        self.store.close()
+        self.store.close(checkpoint=True, moved=self.moved)
 
 
 class PeerChecked(asyncio.StreamReaderProtocol):

@@ -91,7 +91,8 @@ def error_result(exc: HivememError) -> types.CallToolResult:
 
 def tool(name: str, verb: Verb) -> types.Tool:
     hints = types.ToolAnnotations.model_validate(tools.hints(verb))
-    return types.Tool(name=name, description=verb.summary, input_schema=tools.input_schema(verb), annotations=hints)
+    return types.Tool(name=name, description=verb.summary, input_schema=tools.input_schema(verb),
+                      output_schema=tools.output_schema(verb), annotations=hints)  # fmt: skip
 
 
 def build(connection: Connection) -> Server[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hivemem import records
 from hivemem.auth import KINDS
 from hivemem.manifest import TRUST_SENTENCE, VERBS, Param, Verb
 from hivemem.spaces import fill_defaults, placeholder
@@ -67,6 +68,11 @@ def input_schema(verb: Verb) -> dict[str, Any]:
     if required:
         schema["required"] = required
     return schema
+
+
+def output_schema(verb: Verb) -> dict[str, Any]:
+    """The tool's structured result: the verb's typed result shape (records.py) as JSON Schema."""
+    return records.json_schema(verb.result)
 
 
 def _is_space(p: Param) -> bool:

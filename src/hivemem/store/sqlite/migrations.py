@@ -16,8 +16,8 @@ import apsw
 
 from hivemem.auth import owner
 from hivemem.errors import Failed, Unsupported
-from hivemem.store import audit, fts_index, schema
-from hivemem.store.db import all_rows, atomic, connect, now, scalar
+from hivemem.store.sqlite import audit, fts_index, schema
+from hivemem.store.sqlite.db import all_rows, atomic, connect, now, scalar
 
 Progress = Callable[[str], None]
 Step = Callable[[apsw.Connection, Progress], None]

@@ -13,14 +13,15 @@ import apsw
 
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, NotFound
-from hivemem.store import audit, fts_index
-from hivemem.store.db import Row, all_rows, atomic, format_time, now, one
 from hivemem.store.limits import Limits
+from hivemem.store.sqlite import audit, fts_index
+from hivemem.store.sqlite.db import Row, all_rows, atomic, format_time, now, one
 
 COLUMNS = (
     "id, space, kind, title, content, tags, status, source, provenance, confidence, confidence_state, review_after, "
     "expires_at, revision, principal, label, updated_by, updated_label, session, created, updated, deleted"
 )
+INDEX = {name: i for i, name in enumerate(COLUMNS.split(", "))}  # a column's place in a row of COLUMNS
 EDITABLE = ("kind", "title", "content", "tags", "source", "provenance", "confidence", "confidence_state",
             "review_after", "expires_at")  # fmt: skip
 META = ("source", "provenance", "confidence", "confidence_state", "review_after", "expires_at")
@@ -106,7 +107,7 @@ def _optional(out: dict[str, Any], c: dict[str, Any], keys: tuple[str, ...]) -> 
 def load(conn: apsw.Connection, memory: int, *, include_deleted: bool = False) -> Row:
     """The memories row, or not_found.memory (a deleted one is absent unless asked for)."""
     row = one(conn, f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory,))
-    if row is None or (row[21] is not None and not include_deleted):
+    if row is None or (row[INDEX["deleted"]] is not None and not include_deleted):
         raise NotFound("memory", f"{mid(memory)} not found")
     return row
 

@@ -9,8 +9,8 @@ import apsw
 
 from hivemem.auth import Principal
 from hivemem.errors import NotFound
-from hivemem.store import audit
-from hivemem.store.db import Row, all_rows, atomic, now, one
+from hivemem.store.sqlite import audit
+from hivemem.store.sqlite.db import Row, all_rows, atomic, now, one
 
 CHAIN_MAX = 256
 COLUMNS = "id, harness, harness_session, parent, relation, cwd, principal, label, started, ended"

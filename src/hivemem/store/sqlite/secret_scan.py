@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import apsw
 
 from hivemem import secrets
-from hivemem.store.db import scalar
+from hivemem.store.sqlite.db import scalar
 
 FIELDS = ("content", "title", "tags", "source", "provenance")
 Progress = Callable[[int, int, bool], None]  # (scanned, total, final)

@@ -14,11 +14,11 @@ from typing import Any
 import apsw
 
 from hivemem.store import open_reader
-from hivemem.store.audit import verify_chain
-from hivemem.store.db import all_rows
-from hivemem.store.migrations import check_header
-from hivemem.store.schema import VERSION
-from hivemem.store.secret_scan import Progress, Report, scan_stored
+from hivemem.store.sqlite.audit import verify_chain
+from hivemem.store.sqlite.db import all_rows
+from hivemem.store.sqlite.migrations import check_header
+from hivemem.store.sqlite.schema import VERSION
+from hivemem.store.sqlite.secret_scan import Progress, Report, scan_stored
 
 Finding = dict[str, Any]
 Check = Callable[[apsw.Connection], list[Finding]]

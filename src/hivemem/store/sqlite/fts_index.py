@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import apsw
 
-from hivemem.store.db import all_rows, scalar
+from hivemem.store.sqlite.db import all_rows, scalar
 
 BATCH = 2000
 

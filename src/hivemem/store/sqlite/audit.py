@@ -9,7 +9,7 @@ from typing import Any
 import apsw
 
 from hivemem.auth import Principal
-from hivemem.store.db import Row, now, one
+from hivemem.store.sqlite.db import Row, now, one
 
 ZERO = bytes(32)
 COLUMNS = "id, ts, type, principal, label, space, memory, session, revision, data"
@@ -82,18 +82,6 @@ def verify_chain(conn: apsw.Connection) -> int | None:
             return int(row[0])
         previous = expected
     return None
-
-
-def visible(principal: Principal, event: dict[str, Any], can_read_session: Any) -> bool:
-    """Per-row filter: client events for admins; others by their space, memory or session."""
-    if event["type"].startswith("client."):
-        return principal.is_owner
-    if event["space"] is not None:
-        memory = int(event["memory"][1:]) if event["memory"] else None
-        return principal.can("read", event["space"], memory)
-    if event["session"] is not None:
-        return bool(can_read_session(int(event["session"][1:]), event["principal"]))
-    return principal.is_owner
 
 
 def list_events(

@@ -9,10 +9,11 @@ from typing import Any
 import apsw
 
 from hivemem.auth import Readable
-from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
-from hivemem.store.memories import COLUMNS, cut, mid, shape
-from hivemem.store.schema import VERSION
+from hivemem.store.sqlite.db import Row, all_rows, one, scalar
+from hivemem.store.sqlite.filters import condition
+from hivemem.store.sqlite.memories import COLUMNS, cut, mid, shape
+from hivemem.store.sqlite.schema import VERSION
 
 
 def item(row: Row, *, deleted: bool = False) -> dict[str, Any]:
@@ -31,7 +32,7 @@ def rows_by_id(conn: apsw.Connection, ids: list[int]) -> dict[int, Row]:
 
 def list_memories(conn: apsw.Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
     """Newest first, paged by an exclusive `after` id."""
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     if after is not None:
         where += " AND m.id < ?"
         args.append(after)
@@ -45,7 +46,7 @@ def list_memories(conn: apsw.Connection, flt: Filter, after: int | None, limit: 
 
 def selection(conn: apsw.Connection, flt: Filter, after: int | None = None, limit: int = -1) -> list[tuple[int, int]]:
     """(id, revision) of the newest `limit` matching memories below `after` (all of them by default)."""
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     if after is not None:
         where += " AND m.id < ?"
         args.append(after)
@@ -55,7 +56,7 @@ def selection(conn: apsw.Connection, flt: Filter, after: int | None = None, limi
 
 def spaces(conn: apsw.Connection, flt: Filter, after: str | None, limit: int) -> dict[str, Any]:
     """Readable spaces by name, counting live memories of any status; paged by an exclusive `after` name."""
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     if after is not None:
         where += " AND m.space > ?"
         args.append(after)
@@ -94,7 +95,7 @@ class Sessions:
 def status(conn: apsw.Connection, sqlite_version: str, readable: Readable, sessions: Sessions,
            path: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Versions and counts of the rows `readable` and `sessions` cover; with `path`, also the path and size."""
-    where, args = Filter(readable=readable, status=None, include_deleted=True).where("m")
+    where, args = condition(Filter(readable=readable, status=None, include_deleted=True), "m")
     counts = one(
         conn,
         "SELECT COUNT(*) FILTER (WHERE deleted IS NULL AND status = 'active'), "

@@ -11,7 +11,7 @@ from typing import Any
 import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
-from hivemem.store import fts5
+from hivemem.store.sqlite import fts5
 
 BUSY_TIMEOUT_MS = 5000
 REQUIRED = {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "secure_delete": 1, "busy_timeout": 5000}

@@ -8,8 +8,8 @@ import os
 import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
-from hivemem.store import fts_index
-from hivemem.store.db import atomic, connect, translate
+from hivemem.store.sqlite import fts_index
+from hivemem.store.sqlite.db import atomic, connect, translate
 
 
 def checkpoint(conn: apsw.Connection) -> None:

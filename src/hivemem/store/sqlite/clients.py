@@ -16,8 +16,8 @@ import apsw
 from hivemem import auth
 from hivemem.auth import TOKEN_RE, Principal
 from hivemem.errors import Conflict, Denied, NotFound
-from hivemem.store import audit
-from hivemem.store.db import all_rows, atomic, format_time, now, one
+from hivemem.store.sqlite import audit
+from hivemem.store.sqlite.db import all_rows, atomic, format_time, now, one
 
 
 def new_secret() -> str:

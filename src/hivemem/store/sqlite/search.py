@@ -22,10 +22,12 @@ from typing import Any, cast
 
 import apsw
 
-from hivemem.store.db import Row, all_rows, one, scalar
 from hivemem.store.filters import Filter
-from hivemem.store.fts5 import MARK, RANK, TOKENIZER, prepare
-from hivemem.store.memories import COLUMNS
+from hivemem.store.sqlite.db import Row, all_rows, one, scalar, snapshot
+from hivemem.store.sqlite.filters import condition
+from hivemem.store.sqlite.fts5 import MARK, RANK, TOKENIZER, prepare
+from hivemem.store.sqlite.listing import item
+from hivemem.store.sqlite.memories import COLUMNS, INDEX, shape
 
 LIST_MAX = 100
 SMALL = 8  # spaces holding at most 1/SMALL of the store are searched inside MATCH
@@ -53,7 +55,7 @@ def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LI
     alone = spaces is not None and _only_spaces(flt, spaces)  # the spaces are the whole filter
     if (alone and _covers_store(conn, spaces or ())) or (spaces is None and _everything(flt)):
         return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     if spaces is None or not _small(conn, spaces):
         return _ids(conn, JOINED.format(rank=BM25, where=where), (expression, *args, limit))
     counts = document_counts(conn, words)
@@ -69,7 +71,7 @@ def page_rows(conn: apsw.Connection, ids: list[int], flt: Filter) -> dict[int, R
     themselves, so an index out of step with them (a bug, a hand edit) can never show what it should not."""
     if not ids:
         return {}
-    where, args = flt.where("m")
+    where, args = condition(flt, "m")
     marks = ",".join("?" * len(ids))
     rows = all_rows(conn, f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {where}", (*ids, *args))
     return {int(r[0]): r for r in rows}
@@ -196,3 +198,40 @@ def _side(conn: apsw.Connection) -> apsw.Connection:
         prepare(side)
         side.execute(f"CREATE VIRTUAL TABLE s USING fts5(title, content, tags, tokenize = '{' '.join(TOKENIZE)}')")
     return side
+
+
+def hits(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
+    """The best `limit` memories the filter admits, best first, as list items whose snippet is FTS5's."""
+    with snapshot(conn):
+        ids = ranked(conn, words, flt, min(limit, LIST_MAX))
+        rows = page_rows(conn, ids, flt)
+    found = [m for m in ids if m in rows]
+    texts = {m: (rows[m][INDEX["title"]], rows[m][INDEX["content"]], rows[m][INDEX["tags"]]) for m in found}
+    marked = snippets(conn, words, texts)
+    out = []
+    for memory in found:
+        hit = item(rows[memory])
+        hit["snippet"] = marked.get(memory, hit["snippet"])
+        out.append(hit)
+    return out
+
+
+def matching(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The best `limit` memories for the terms, whole, and how many matched (at most LIST_MAX)."""
+    if not words:
+        return [], 0
+    with snapshot(conn):
+        ids = ranked(conn, words, flt)
+        rows = page_rows(conn, ids[:limit], flt)
+    return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
+
+
+def newest(conn: apsw.Connection, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The `limit` most recently updated memories, whole, and how many the filter matches in all."""
+    where, args = condition(flt, "m")
+    rows = all_rows(
+        conn, f"SELECT {COLUMNS} FROM memories m WHERE {where} ORDER BY m.updated DESC, m.id DESC LIMIT ?",
+        (*args, limit),
+    )  # fmt: skip
+    matched = int(scalar(conn, f"SELECT COUNT(*) FROM memories m WHERE {where}", args) or 0)
+    return [shape(r) for r in rows], matched

@@ -1,0 +1,418 @@
+"""The typed shapes that go on the wire: each verb's result and the records in it (SPEC 2.1, 4, 7, 8.5, 10).
+
+Backend-neutral: a store of any kind returns these, ops passes them on, and the manifest declares each verb's
+result as one of them. The same declaration gives `docs/verbs.md`, the MCP `outputSchema` and the CLI's table
+columns, and a test checks every verb's real result against it.
+
+For mypy each shape is a TypedDict. At run time it is a plain `dict` subclass whose annotations (strings) are
+read by `fields()`: the CLI's warm path imports this module, and `typing` would cost it milliseconds.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
+if TYPE_CHECKING:
+    from typing import Any, NotRequired
+    from typing import TypedDict as Shape
+else:
+    Shape = dict
+
+
+class Author(Shape):
+    """Who wrote or changed something."""
+
+    principal: str
+    label: NotRequired[str]
+
+
+class Grant(Shape):
+    right: str
+    scope: str
+
+
+class Relation(Shape):
+    relation: str
+    direction: str
+    target: NotRequired[str]
+    source: NotRequired[str]
+
+
+class Hit(Shape):
+    """A memory in a list: every member of Memory but `content`, and a snippet of it."""
+
+    id: str
+    space: str
+    kind: str
+    title: NotRequired[str]
+    tags: list[str]
+    status: str
+    source: NotRequired[str]
+    provenance: NotRequired[dict[str, Any]]
+    confidence: float
+    confidence_state: NotRequired[str]
+    review_after: NotRequired[str]
+    expires_at: NotRequired[str]
+    review: NotRequired[str]
+    revision: int
+    author: Author
+    updated_by: Author
+    session: NotRequired[str]
+    created: str
+    updated: str
+    deleted: NotRequired[str]
+    snippet: str
+
+
+class SearchHit(Hit):
+    score: float
+    fts_rank: int
+
+
+class MemoryRead(Shape):
+    """memory.get: the Memory with its relations and embedding state; with `revision`, that version and its
+    action (a version keeps the members it had, so most are optional)."""
+
+    id: str
+    space: str
+    kind: str
+    title: NotRequired[str]
+    content: str
+    tags: list[str]
+    status: str
+    source: NotRequired[str]
+    provenance: NotRequired[dict[str, Any]]
+    confidence: NotRequired[float]
+    confidence_state: NotRequired[str]
+    review_after: NotRequired[str]
+    expires_at: NotRequired[str]
+    review: NotRequired[str]
+    revision: int
+    author: Author
+    updated_by: Author
+    session: NotRequired[str]
+    created: str
+    updated: str
+    deleted: NotRequired[str]
+    embedding: NotRequired[str]
+    relations: NotRequired[list[Relation]]
+    action: NotRequired[str]
+
+
+class Written(Shape):
+    """A memory write: its revision now, and whether anything changed (`status` of an existing non-active
+    duplicate)."""
+
+    id: str
+    revision: int
+    changed: bool
+    status: NotRequired[str]
+
+
+class Deleted(Shape):
+    id: str
+    revision: int
+    deleted: str
+
+
+class Restored(Shape):
+    id: str
+    revision: int
+
+
+class VersionEntry(Shape):
+    revision: int
+    action: str
+    by: Author
+    ts: str
+    bytes: int
+
+
+class History(Shape):
+    versions: list[VersionEntry]
+
+
+class MemoryPage(Shape):
+    memories: list[Hit]
+    next: str | None
+
+
+class SearchResult(Shape):
+    mode: str
+    fallback: NotRequired[str]
+    results: list[SearchHit]
+
+
+class Recall(Shape):
+    """The rendered envelope of SPEC 11.3 and what it holds."""
+
+    text: str
+    count: int
+    truncated: bool
+
+
+class Forgotten(Shape):
+    id: str
+    revision: int
+
+
+class ForgetFailure(Shape):
+    id: str
+    code: str
+
+
+class Forget(Shape):
+    deleted: list[Forgotten]
+    failed: list[ForgetFailure]
+    next: str | None
+
+
+class Purged(Shape):
+    id: str
+
+
+class SpaceRow(Shape):
+    space: str
+    memories: int
+    updated: str | None
+
+
+class SpacePage(Shape):
+    spaces: list[SpaceRow]
+    next: str | None
+
+
+class Status(Shape):
+    """Counts of what the caller can read; only the owner sees `path` and `bytes`."""
+
+    path: NotRequired[str]
+    schema_version: int
+    sqlite_version: str
+    bytes: NotRequired[int]
+    memories: int
+    drafts: int
+    archived: int
+    deleted: int
+    versions: int
+    sessions: int
+    vectors: int
+    pending: int
+    embeddings: str
+
+
+class Stopping(Shape):
+    stopping: bool
+
+
+class Whoami(Shape):
+    principal: str
+    label: NotRequired[str]
+    grants: list[Grant]
+
+
+class ClientAdded(Shape):
+    """The token is shown once, here, and never again."""
+
+    client: str
+    principal: str
+    token: str
+    expires: str | None
+
+
+class ClientRow(Shape):
+    name: str
+    principal: str
+    grants: list[Grant]
+    created: str
+    expires: str | None
+
+
+class ClientPage(Shape):
+    clients: list[ClientRow]
+    next: str | None
+
+
+class ClientRemoved(Shape):
+    client: str
+    principal: str
+
+
+class SessionStarted(Shape):
+    session: str
+    changed: bool
+
+
+class SessionEnded(Shape):
+    session: str
+    ended: str
+    changed: bool
+
+
+class Session(Shape):
+    """A session of SPEC 7; a parent the caller cannot read is left out."""
+
+    session: str
+    harness: str
+    harness_session: NotRequired[str]
+    parent: NotRequired[str]
+    relation: NotRequired[str]
+    cwd: NotRequired[str]
+    reported_by: Author
+    started: str
+    ended: NotRequired[str]
+
+
+class SessionPage(Shape):
+    sessions: list[Session]
+    next: str | None
+
+
+class Chain(Shape):
+    chain: list[Session]
+    truncated: bool
+
+
+class SessionPurged(Shape):
+    session: str
+
+
+class Event(Shape):
+    """An audit event as shown: absent members left out, `data` always present."""
+
+    id: int
+    ts: str
+    type: str
+    principal: str
+    label: NotRequired[str]
+    space: NotRequired[str]
+    memory: NotRequired[str]
+    session: NotRequired[str]
+    revision: NotRequired[int]
+    data: dict[str, Any]
+
+
+class EventPage(Shape):
+    events: list[Event]
+    next: int | None
+
+
+class Following(Shape):
+    """The reply of events.follow; `{"event": Event}` lines follow it."""
+
+    following: bool
+    after: int
+
+
+class Reloaded(Shape):
+    reloaded: bool
+
+
+SHAPES: dict[str, type] = {
+    name: value for name, value in globals().items()
+    if isinstance(value, type) and issubclass(value, dict) and value is not dict
+}  # fmt: skip
+# The CLI's table for a list of these records: (header, member) per column, left to right. A member "" is a
+# column computed from the whole record (the CLI's cell formatters are keyed by header).
+COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "Hit": (("ID", "id"), ("REV", "revision"), ("SPACE", "space"), ("KIND", "kind"), ("TEXT", "snippet")),
+    "VersionEntry": (("REV", "revision"), ("ACTION", "action"), ("BY", "by"), ("TIME", "ts"), ("SIZE", "bytes")),
+    "SpaceRow": (("SPACE", "space"), ("MEMORIES", "memories"), ("UPDATED", "updated")),
+    "Forgotten": (("ID", "id"), ("REV", "revision"), ("STATUS", "")),
+    "ClientRow": (("NAME", "name"), ("PRINCIPAL", "principal"), ("GRANTS", "grants"), ("CREATED", "created"),
+                  ("EXPIRES", "expires")),
+    "Event": (("ID", "id"), ("TIME", "ts"), ("TYPE", "type"), ("BY", "principal"), ("WHERE", ""),
+              ("REV", "revision"), ("DATA", "data")),
+    "Session": (("SESSION", "session"), ("HARNESS", "harness"), ("HARNESS SESSION", "harness_session"),
+                ("PARENT", "parent"), ("REPORTED BY", "reported_by"), ("STARTED", "started"), ("ENDED", "ended")),
+}  # fmt: skip
+JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "None": "null"}
+
+
+def fields(shape: type) -> dict[str, tuple[str, bool]]:
+    """Each member of `shape`, inherited ones first: (its type as written, whether it is required)."""
+    out: dict[str, tuple[str, bool]] = {}
+    for cls in reversed(shape.__mro__):
+        # a class's own annotations only (`cls.__annotations__` would be a base's); `inspect` costs the warm path
+        for name, annotation in cls.__dict__.get("__annotations__", {}).items():  # noqa: RUF063
+            text = str(annotation)
+            optional = text.startswith("NotRequired[")
+            out[name] = (text[len("NotRequired[") : -1] if optional else text, not optional)
+    return out
+
+
+def json_schema(shape: type) -> dict[str, Any]:
+    """The JSON Schema of a shape: its members typed, the required ones required, no others allowed."""
+    members = fields(shape)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: type_schema(text) for name, (text, _) in members.items()},
+        "additionalProperties": False,
+    }
+    required = [name for name, (_, needed) in members.items() if needed]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def type_schema(text: str) -> dict[str, Any]:
+    """JSON Schema of one member type as written: str, int, float, bool, None, Any, list[X], dict[...], a
+    shape's name, or a union of these with `|`."""
+    options = _split(text)
+    if len(options) > 1:
+        return {"anyOf": [type_schema(option) for option in options]}
+    if text.startswith("list["):
+        return {"type": "array", "items": type_schema(text[5:-1])}
+    if text.startswith("dict[") or text == "Any":
+        return {"type": "object"} if text != "Any" else {}
+    if text in SHAPES:
+        return json_schema(SHAPES[text])
+    return {"type": JSON_TYPES[text]}
+
+
+def describe(shape: type) -> str:
+    """A shape in one line for the docs: `{id: str, revision: int, status?: str}`."""
+    return "{" + ", ".join(f"{n}{'' if needed else '?'}: {t}" for n, (t, needed) in fields(shape).items()) + "}"
+
+
+def nested(shape: type) -> list[type]:
+    """The shapes a shape's members name, depth first, each once."""
+    found: list[type] = []
+    for text, _ in fields(shape).values():
+        for name in _names(text):
+            inner = SHAPES.get(name)
+            if inner is not None and inner not in found:
+                found += [inner, *(n for n in nested(inner) if n not in found)]
+    return found
+
+
+def _names(text: str) -> list[str]:
+    for mark in "[],|":
+        text = text.replace(mark, " ")
+    return text.split()
+
+
+def _split(text: str) -> list[str]:
+    """`A | list[B | C]` → [`A`, `list[B | C]`]: the top-level alternatives of a union."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == "[") - (char == "]")
+        if char == "|" and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return [*parts, text[start:].strip()]
+
+
+def columns(shape: type) -> tuple[tuple[str, str], ...]:
+    """The table columns of a record shape (a shape derived from one has its columns), or () for none."""
+    for cls in shape.__mro__:
+        if cls.__name__ in COLUMNS:
+            return COLUMNS[cls.__name__]
+    return ()
+
+
+def table_member(shape: type) -> tuple[str, type] | None:
+    """The first list member of a result whose records have table columns, with the records' shape."""
+    for name, (text, _) in fields(shape).items():
+        inner = SHAPES.get(text[5:-1]) if text.startswith("list[") else None
+        if inner is not None and columns(inner):
+            return name, inner
+    return None

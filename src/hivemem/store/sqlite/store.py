@@ -1,0 +1,292 @@
+"""The SQLite Store: one connection, and the repositories of `store/base.py` over it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import apsw
+
+from hivemem.auth import Principal, Readable
+from hivemem.records import (
+    ClientAdded,
+    ClientPage,
+    ClientRemoved,
+    Deleted,
+    Event,
+    EventPage,
+    History,
+    Hit,
+    MemoryPage,
+    MemoryRead,
+    Restored,
+    Session,
+    SessionEnded,
+    SessionPage,
+    SessionPurged,
+    SessionStarted,
+    SpacePage,
+    Status,
+    Written,
+)
+from hivemem.store.base import Keep, Visible
+from hivemem.store.filters import Filter
+from hivemem.store.limits import Limits
+from hivemem.store.sqlite import audit, clients, erasure, listing, memories, search, sessions
+from hivemem.store.sqlite.db import atomic, connect, keep_files_on_close, scalar
+
+
+class SQLiteStore:
+    """One connection to a store file, with the settings its verbs need. Tests and tools may reach `conn`;
+    nothing above `store/` does."""
+
+    def __init__(self, conn: apsw.Connection, path: str, limits: Limits, *, readonly: bool = False) -> None:
+        self.conn = conn
+        self.path = path
+        self.limits = limits
+        self.readonly = readonly
+        self._after_commit: list[Callable[[], None]] = []
+        self._memories = SQLiteMemories(self)
+        self._sessions = SQLiteSessions(self)
+        self._clients = SQLiteClients(self)
+        self._events = SQLiteEvents(self)
+        self._search = SQLiteSearch(self)
+
+    @property
+    def memories(self) -> SQLiteMemories:
+        return self._memories
+
+    @property
+    def sessions(self) -> SQLiteSessions:
+        return self._sessions
+
+    @property
+    def clients(self) -> SQLiteClients:
+        return self._clients
+
+    @property
+    def events(self) -> SQLiteEvents:
+        return self._events
+
+    @property
+    def search(self) -> SQLiteSearch:
+        return self._search
+
+    @property
+    def data_dir(self) -> str:
+        return os.path.dirname(self.path)
+
+    @property
+    def sqlite_version(self) -> str:
+        return str(apsw.sqlite_lib_version())
+
+    def reader(self) -> SQLiteStore:
+        """Another, read-only connection to the same file (the daemon's reader threads each hold one)."""
+        return SQLiteStore(connect(self.path, readonly=True), self.path, self.limits, readonly=True)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One verb's change: a single transaction (the store functions it calls nest as savepoints).
+
+        Steps registered with `after_commit` run once it has committed, and are dropped when it rolls back.
+        """
+        self._after_commit = []
+        try:
+            with atomic(self.conn):
+                yield
+        except BaseException:
+            self._after_commit = []
+            raise
+        steps, self._after_commit = self._after_commit, []
+        for step in steps:
+            step()
+
+    def after_commit(self, step: Callable[[], None]) -> None:
+        """Run `step` once the open transaction commits (at once when none is open): work outside the store
+        file, such as scrubbing backups, or a checkpoint, which cannot run inside a transaction."""
+        if self.conn.getautocommit():
+            step()
+        else:
+            self._after_commit.append(step)
+
+    def store_id(self) -> str:
+        return str(scalar(self.conn, "SELECT value FROM meta WHERE key = 'store_id'"))
+
+    def spaces(self, flt: Filter, after: str | None, limit: int) -> SpacePage:
+        return cast(SpacePage, listing.spaces(self.conn, flt, after, limit))
+
+    def status(self, readable: Readable, sessions: tuple[bool, frozenset[int], str | None],
+               with_path: bool) -> Status:  # fmt: skip
+        seen = listing.Sessions(*sessions)
+        path = self.path if with_path else None
+        return cast(Status, listing.status(self.conn, self.sqlite_version, readable, seen, path))
+
+    def close(self, *, checkpoint: bool = False, moved: bool = False) -> None:
+        """Close the connection; with `checkpoint`, empty the WAL first (keeping the -wal and -shm names, which
+        may belong to the file now at the path, when the store file `moved`)."""
+        if checkpoint:
+            try:
+                if moved:
+                    keep_files_on_close(self.conn)
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error:
+                pass  # the checkpoint runs again at the next start
+        self.conn.close()
+
+
+class _Repository:
+    __slots__ = ("_store",)
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    @property
+    def conn(self) -> apsw.Connection:
+        return self._store.conn
+
+
+class SQLiteMemories(_Repository):
+    __slots__ = ()
+
+    def add(self, actor: Principal, p: dict[str, Any], session: int | None) -> Written:
+        return cast(Written, memories.add(self.conn, self._store.limits, actor, p, session))
+
+    def get(self, memory: int, include_deleted: bool) -> MemoryRead:
+        return cast(MemoryRead, memories.get(self.conn, memory, include_deleted))
+
+    def version(self, memory: int, revision: int, include_deleted: bool) -> MemoryRead:
+        return cast(MemoryRead, memories.get_version(self.conn, memory, revision, include_deleted))
+
+    def update(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written:
+        return cast(Written, memories.update(self.conn, self._store.limits, actor, memory, p))
+
+    def delete(self, actor: Principal, memory: int, revision: int) -> Deleted:
+        return cast(Deleted, memories.delete(self.conn, self._store.limits, actor, memory, revision))
+
+    def restore(self, actor: Principal, memory: int) -> Restored:
+        return cast(Restored, memories.restore(self.conn, self._store.limits, actor, memory))
+
+    def history(self, memory: int) -> History:
+        return cast(History, memories.history(self.conn, memory))
+
+    def purge(self, actor: Principal, memory: int) -> str:
+        return memories.purge(self.conn, actor, memory)
+
+    def erase_copies(self, memory: int) -> None:
+        """The purged memory's text out of every backup and export, then out of the WAL (after the commit)."""
+        directory = self._store.data_dir
+        failures = erasure.scrub_backups(os.path.join(directory, "backups"), memory)
+        erasure.scrub_exports(os.path.join(directory, "exports"), self._store.store_id(), memory)
+        try:
+            erasure.checkpoint(self.conn)
+        finally:  # a backup that still holds the text outranks a checkpoint that will run at next start
+            if failures:
+                raise erasure.unscrubbed(memories.mid(memory), failures)
+
+    def space_of(self, memory: int) -> str | None:
+        return memories.space_of(self.conn, memory)
+
+    def page(self, flt: Filter, after: int | None, limit: int) -> MemoryPage:
+        return cast(MemoryPage, listing.list_memories(self.conn, flt, after, limit))
+
+    def selection(self, flt: Filter, after: int | None, limit: int) -> list[tuple[int, int]]:
+        return listing.selection(self.conn, flt, after, limit)
+
+    def remove_tombstones(self, days: int) -> int:
+        return memories.remove_tombstones(self.conn, days)
+
+
+class SQLiteSessions(_Repository):
+    __slots__ = ()
+
+    def find(self, session: str, visible: Visible) -> tuple[int, str]:
+        found = sessions.require(self.conn, session, visible)
+        return int(found[0]), str(found[6])
+
+    def get(self, session: str, visible: Visible) -> Session:
+        return cast(Session, sessions.shape(sessions.require(self.conn, session, visible), self.conn, visible))
+
+    def existing(self, harness: str, harness_session: str | None) -> int | None:
+        return sessions.existing(self.conn, harness, harness_session)
+
+    def lineage(self, n: int, visible: Visible) -> list[int]:
+        return sessions.lineage(self.conn, n, visible)
+
+    def start(self, actor: Principal, p: dict[str, Any]) -> SessionStarted:
+        return cast(SessionStarted, sessions.start(self.conn, actor, p))
+
+    def end(self, actor: Principal, n: int) -> SessionEnded:
+        return cast(SessionEnded, sessions.end(self.conn, actor, n))
+
+    def page(self, p: dict[str, Any], visible: Visible, after: int | None, limit: int) -> SessionPage:
+        return cast(SessionPage, sessions.list_sessions(self.conn, p, visible, after, limit))
+
+    def chain(self, n: int, visible: Visible) -> dict[str, Any]:
+        return sessions.chain(self.conn, n, visible)
+
+    def purge(self, actor: Principal, n: int) -> SessionPurged:
+        return cast(SessionPurged, sessions.purge(self.conn, actor, n))
+
+
+class SQLiteClients(_Repository):
+    __slots__ = ()
+
+    def authenticate(self, token: str, owner_key: str, unknown_grants: list[dict[str, str]]) -> Principal:
+        return clients.authenticate(self.conn, token, owner_key, unknown_grants)
+
+    def recheck(self, principal: Principal) -> None:
+        clients.recheck(self.conn, principal)
+
+    def add(self, actor: Principal, name: str, grants: list[dict[str, str]], ttl: int | None) -> ClientAdded:
+        return cast(ClientAdded, clients.add_client(self.conn, actor, name, grants, ttl))
+
+    def page(self, after: int | None, limit: int) -> ClientPage:
+        return cast(ClientPage, clients.list_clients(self.conn, after, limit))
+
+    def remove(self, actor: Principal, name: str) -> ClientRemoved:
+        return cast(ClientRemoved, clients.remove_client(self.conn, actor, name))
+
+
+class SQLiteEvents(_Repository):
+    __slots__ = ()
+
+    def page(self, keep: Keep, before: int | None, limit: int, types: tuple[str, ...],
+             spaces: tuple[str, ...]) -> EventPage:  # fmt: skip
+        """Newest first below `before`: a page of `limit`, and the id to pass as `before` for the next."""
+        found = audit.list_events(self.conn, keep, before=before, limit=limit, types=types, spaces=spaces)
+        page = found[:limit]
+        return {"events": [cast(Event, audit.shown(e)) for e in page],
+                "next": page[-1]["id"] if len(found) > limit else None}  # fmt: skip
+
+    def after(self, keep: Keep, after: int, limit: int, types: tuple[str, ...],
+              spaces: tuple[str, ...]) -> list[Event]:  # fmt: skip
+        """Oldest first above `after`, at most `limit` + 1."""
+        found = audit.list_events(self.conn, keep, after=after, limit=limit, types=types, spaces=spaces)
+        return [cast(Event, audit.shown(e)) for e in found]
+
+    def newest(self) -> int:
+        return int(scalar(self.conn, "SELECT COALESCE(MAX(id), 0) FROM events"))
+
+    def recalled(self, actor: Principal, query_sha256: str, hits: list[dict[str, Any]]) -> None:
+        """One `memory.recalled` event per hit, together (SPEC 8.5)."""
+        with atomic(self.conn):
+            for hit in hits:
+                data = {"query_sha256": query_sha256, "hash": "sha256", "score": hit["score"], "space": hit["space"]}
+                memory = int(hit["id"][1:])
+                audit.append(self.conn, "memory.recalled", actor, space=hit["space"], memory=memory, data=data)
+
+
+class SQLiteSearch(_Repository):
+    __slots__ = ()
+
+    def full_text(self, words: list[str], flt: Filter, limit: int) -> list[Hit]:
+        """The best `limit` memories, best first, as list items whose snippet marks the matched terms."""
+        return cast(list[Hit], search.hits(self.conn, words, flt, limit))
+
+    def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+        return search.matching(self.conn, words, flt, limit)
+
+    def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+        return search.newest(self.conn, flt, limit)

@@ -1,0 +1,142 @@
+"""Typed results: every verb's real result, from a real daemon, matches the shape the manifest declares for it
+(records.py), which is also the MCP outputSchema and the docs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import Home, client_token
+from hivemem import records
+from hivemem.client import DaemonClient
+from hivemem.manifest import VERBS
+
+JSON: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+}
+
+
+def problems(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
+    """Where `value` breaks `schema` (the subset records.json_schema writes); [] when it conforms."""
+    if "anyOf" in schema:
+        tried = [problems(value, option, where) for option in schema["anyOf"]]
+        return [] if any(not t for t in tried) else [f"{where}: {value!r} matches no alternative"]
+    kind = schema.get("type")
+    if kind == "null":
+        return [] if value is None else [f"{where}: {value!r} is not null"]
+    if kind is not None and (not isinstance(value, JSON[kind]) or (kind != "boolean" and isinstance(value, bool))):
+        return [f"{where}: {value!r} is not {kind}"]
+    if kind == "array":
+        return [p for i, item in enumerate(value) for p in problems(item, schema["items"], f"{where}[{i}]")]
+    if kind != "object" or "properties" not in schema:
+        return []
+    found = [f"{where}.{k}: not in the shape" for k in value if k not in schema["properties"]]
+    found += [f"{where}.{k}: missing" for k in schema.get("required", ()) if k not in value]
+    for k, member in schema["properties"].items():
+        if k in value:
+            found += problems(value[k], member, f"{where}.{k}")
+    return found
+
+
+def check(verb: str, result: dict[str, Any], seen: dict[str, int]) -> dict[str, Any]:
+    shape = next(v.result for v in VERBS if v.name == verb)
+    assert problems(result, records.json_schema(shape), verb) == []
+    seen[verb] = seen.get(verb, 0) + 1
+    return result
+
+
+def test_the_checker_fails_on_a_wrong_shape() -> None:
+    written = records.json_schema(records.Written)
+    assert problems({"id": "m1", "revision": 1, "changed": True}, written) == []
+    assert problems({"id": "m1", "revision": "1", "changed": True}, written) != []
+    assert problems({"id": "m1", "revision": 1}, written) != []
+    assert problems({"id": "m1", "revision": 1, "changed": True, "extra": 1}, written) != []
+    assert problems({"id": "m1", "revision": True, "changed": True}, written) != []
+
+
+def test_every_shape_member_has_a_type_the_schema_knows() -> None:
+    for shape in records.SHAPES.values():
+        assert records.json_schema(shape)["type"] == "object"
+    assert {v.result for v in VERBS} <= set(records.SHAPES.values())
+
+
+def test_every_verb_returns_its_declared_shape(home: Home, owner: DaemonClient) -> None:
+    seen: dict[str, int] = {}
+
+    def call(verb: str, **params: Any) -> dict[str, Any]:
+        return check(verb, owner.call(verb, **params), seen)
+
+    session = call("session.start", harness="claude-code", harness_session="r1", cwd=home.base)["session"]
+    child = call("session.start", harness="claude-code", parent=session, relation="fork")["session"]
+    first = call("memory.add", space="user", content="records have shapes", title="shapes", tags=["typed"],
+                 session=session, provenance={"kind": "cli"}, review_after="2020-01-01T00:00:00Z")  # fmt: skip
+    second = call("memory.add", space="project/app", content="shapes are checked", kind="decision")
+    call("memory.add", space="user", content="records have shapes")  # an unchanged duplicate
+    call("memory.update", id=first["id"], revision=1, content="records have typed shapes")
+    call("memory.get", id=first["id"])
+    call("memory.get", id=first["id"], revision=1)
+    call("memory.history", id=first["id"])
+    call("memory.list", spaces=["user"])
+    call("memory.search", query="shapes", spaces=["user", "project/app"], record_usage=True)
+    call("memory.recall", spaces=["user"], query="shapes")
+    call("memory.delete", id=second["id"], revision=1)
+    call("memory.restore", id=second["id"])
+    call("memory.forget", spaces=["project/app"], dry_run=True)
+    call("memory.forget", spaces=["project/app"])
+    call("memory.get", id=second["id"], include_deleted=True)
+    call("space.list")
+    call("store.status")
+    call("whoami")
+    token = client_token(owner, "reader", [("read", "space:user")])
+    reader = DaemonClient(owner.config, token=token)
+    try:
+        check("whoami", reader.call("whoami"), seen)
+        check("store.status", reader.call("store.status"), seen)
+    finally:
+        reader.close()
+    call("client.add", name="writer", grants=[{"right": "write", "scope": "space:user"}], ttl=3600)
+    call("client.list")
+    call("client.remove", name="writer")
+    call("session.get", session=child)
+    call("session.list")
+    call("session.chain", session=child)
+    call("session.end", session=child)
+    call("session.end", session=child)  # already ended
+    call("session.purge", session=child)
+    call("events.list", limit=200)
+    follower = DaemonClient(owner.config, token="@owner")
+    try:
+        check("events.follow", follower.connect().request("events.follow", {}), seen)
+    finally:
+        follower.close()
+    call("config.reload")
+    call("memory.purge", id=first["id"])
+    call("daemon.stop")
+    assert sorted(seen) == sorted(v.name for v in VERBS), "every verb's result is checked"
+
+
+def test_cli_table_columns_name_members_of_their_records() -> None:
+    for name, cols in records.COLUMNS.items():
+        members = records.fields(records.SHAPES[name])
+        assert [m for _, m in cols if m and m not in members] == [], name
+    tabled = {v.name: records.table_member(v.result) for v in VERBS}
+    assert tabled["memory.search"] == ("results", records.SearchHit)
+    assert tabled["memory.history"] == ("versions", records.VersionEntry)
+    assert tabled["store.status"] is None
+
+
+def test_human_output_is_a_table_with_the_declared_columns(home: Home, owner: DaemonClient) -> None:
+    owner.call("memory.add", space="user", content="tables come from records", title="tables")
+    printed = home.cli("memory", "list", "--spaces", "user").out.splitlines()
+    assert printed[0].split() == [h for h, _ in records.COLUMNS["Hit"]]
+    assert printed[1].split()[:4] == ["m1", "r1", "user", "note"] and "tables: tables come from records" in printed[1]
+    history = home.cli("memory", "history", "--id", "m1").out.splitlines()
+    assert history[0].split() == ["REV", "ACTION", "BY", "TIME", "SIZE"] and history[1].split()[:3] == [
+        "r1",
+        "add",
+        "owner",
+    ]
