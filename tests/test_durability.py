@@ -157,7 +157,7 @@ def test_sigterm_during_writes_finishes_in_time(home: Home) -> None:
             os.kill(pid, signal.SIGTERM)
             assert wait_for(lambda p=pid: not alive(p), 10)
             slowest = max(slowest, time.monotonic() - started)
-            assert slowest < 3.0, f"round {round_}: the daemon took {slowest:.2f} s to stop"
+            assert slowest < 4.0, f"round {round_}: the daemon took {slowest:.2f} s to stop"
     finally:
         stderr = stop_writers(writers, stop)
     log = home.daemon_log()
