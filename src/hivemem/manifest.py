@@ -112,7 +112,8 @@ _FIELDS = (
 VERBS: tuple[Verb, ...] = (
     Verb(
         "memory.add",
-        "Store a memory in a space; the same content in the same space returns the existing one. " + SECRET_SENTENCE,
+        "Store a memory in a space when the user asked to remember it (for what you inferred yourself, use "
+        "memory.capture); the same content in the same space returns the existing one. " + SECRET_SENTENCE,
         "write",
         records.Written,
         (
@@ -336,7 +337,148 @@ EVENT_FILTERS = (
     _p("spaces", "array", "Only events of these spaces.", items="space"),
 )
 
+REASON = _p("reason", "string", "Why, at most 500 bytes (kept in the audit log).", max_bytes=500, format="source",
+            scanned=True)  # fmt: skip
+RELATION_KINDS = ("supersedes", "contradicts", "related", "duplicates", "derived_from")
+OUTCOMES = ("still_valid", "needs_review", "stale", "wrong", "superseded")
+CAPTURE_STATES = ("observed", "inferred")
+LIFECYCLE = "Lifecycle: capture -> confirm; challenge; review."
+RELATE = (
+    _p("source", "string", "The memory the relation goes from, `m<N>`.", required=True, format="memory_id"),
+    _p("target", "string", "The memory it goes to, `m<N>`.", required=True, format="memory_id"),
+    _p("relation", "string", "What the source is to the target.", required=True, choices=RELATION_KINDS),
+)
+_CAPTURE_FIELDS = tuple(
+    _p("confidence", "number", "0.0 to 1.0; a claim, not authority.", default=0.7, minimum=0.0, maximum=1.0)
+    if p.name == "confidence"
+    else _p("confidence_state", "string", "How you know it.", default="inferred", choices=CAPTURE_STATES)
+    if p.name == "confidence_state"
+    else p
+    for p in _FIELDS
+)
+
 VERBS += (
+    Verb(
+        "memory.capture",
+        "Propose what you inferred as a draft for a person to confirm; it is never searched or recalled until "
+        "confirmed. Use memory.add instead when the user asked you to remember something. Returns an exact "
+        "duplicate (`duplicate_of`) or related memories. " + SECRET_SENTENCE,
+        "write",
+        records.Captured,
+        (
+            _p("space", "string", "Space name, or @project / @user.", required=True, format="space"),
+            _p("content", "string", "What you inferred (UTF-8).", required=True, format="content", scanned=True),
+            *_CAPTURE_FIELDS,
+            SESSION,
+        ),
+        ("invalid_params.space", "invalid_params.secret_content", "not_found.session"),
+        writes=True,
+        examples=('hivemem memory capture --space @project --kind convention --content "tests run with make check"',),
+        idempotent=True,
+    ),
+    Verb(
+        "memory.confirm",
+        "Turn a draft into an active memory (user_confirmed, confidence 1.0), optionally editing it. " + LIFECYCLE,
+        "write",
+        records.Written,
+        (
+            ID,
+            REVISION,
+            _p("content", "string", "New text.", format="content", scanned=True),
+            *(p for p in _FIELDS if p.name in ("title", "kind", "tags")),
+        ),
+        ("conflict.memory_revision", "conflict.memory_status", "conflict.memory_duplicate", "not_found.memory"),
+        writes=True,
+        examples=("hivemem memory confirm --id m7 --revision 1",),
+    ),
+    Verb(
+        "memory.review",
+        "List live active memories due for review or expired, oldest due first, each saying why (`review`). "
+        + TRUST_SENTENCE,
+        "read",
+        records.MemoryPage,
+        (SPACES, AFTER, _p("limit", "integer", "Page size.", default=50, minimum=1, maximum=200)),
+        ("denied.read",),
+        examples=("hivemem memory review --spaces @project",),
+        returns_memory_text=True,
+    ),
+    Verb(
+        "memory.challenge",
+        "Say whether a memory still holds: still_valid, needs_review, or (destructive, archiving it) stale, "
+        "wrong, superseded (with `replacement`). Destructive outcomes only preview unless `confirm` is true.",
+        "write",
+        records.Challenged,
+        (
+            ID,
+            REVISION,
+            _p("outcome", "string", "The verdict.", required=True, choices=OUTCOMES),
+            REASON,
+            _p("replacement", "string", "With superseded: the live active memory replacing it.", format="memory_id"),
+            _p("confirm", "boolean", "Apply a destructive outcome (without it: a preview).", default=False),
+        ),
+        ("conflict.memory_revision", "conflict.memory_status", "invalid_params.missing", "not_found.memory"),
+        writes=True,
+        examples=("hivemem memory challenge --id m3 --revision 2 --outcome stale --reason 'moved to v2'",),
+        destructive=True,
+    ),
+    Verb(
+        "memory.archive",
+        "Archive a memory: it leaves search and recall but stays readable; memory.restore brings it back.",
+        "write",
+        records.Restored,
+        (ID, REVISION),
+        ("conflict.memory_revision", "not_found.memory"),
+        writes=True,
+        examples=("hivemem memory archive --id m3 --revision 2",),
+        destructive=True,
+    ),
+    Verb(
+        "memory.relate",
+        "Record a relation between two memories (supersedes, contradicts, related, duplicates, derived_from).",
+        "write",
+        records.Relating,
+        (*RELATE, REASON),
+        ("not_found.memory", "invalid_params.range"),
+        writes=True,
+        examples=("hivemem memory relate --source m9 --target m3 --relation supersedes",),
+        idempotent=True,
+    ),
+    Verb(
+        "memory.unrelate",
+        "Remove a relation between two memories.",
+        "write",
+        records.Relating,
+        RELATE,
+        ("not_found.memory",),
+        writes=True,
+        examples=("hivemem memory unrelate --source m9 --target m3 --relation supersedes",),
+        destructive=True,
+        idempotent=True,
+    ),
+    Verb(
+        "memory.move",
+        "Move a memory to another space: a new memory there, the old one deleted, in one transaction.",
+        "write",
+        records.Moved,
+        (ID, REVISION, _p("space", "string", "The target space.", required=True, format="space")),
+        ("conflict.memory_revision", "conflict.memory_duplicate", "not_found.memory", "denied.write"),
+        writes=True,
+        examples=("hivemem memory move --id m3 --revision 1 --space team/platform",),
+        destructive=True,
+    ),
+    Verb(
+        "memory.audit",
+        "A memory's audit events, newest first: who, when, what action and which fields changed, never the text.",
+        "read",
+        records.EventPage,
+        (
+            ID,
+            _p("after", "integer", "Page below this event id (exclusive).", minimum=1),
+            _p("limit", "integer", "Page size.", default=50, minimum=1, maximum=1000),
+        ),
+        ("not_found.memory",),
+        examples=("hivemem memory audit --id m3",),
+    ),
     Verb(
         "client.add",
         "Create a client (a durable token principal g<N>) with grants; the token is shown once (admin).",

@@ -161,7 +161,17 @@ def get(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, A
     memory = _memory(store, principal, p["id"], "read")
     if p.get("revision") is not None:
         return store.memories.version(memory, p["revision"], p["include_deleted"])
-    return store.memories.get(memory, p["include_deleted"])
+    out = store.memories.get(memory, p["include_deleted"])
+    if "relations" in out:  # relations never cross what the caller can read (SPEC 8.4)
+        out["relations"] = [r for r in out["relations"] if _can_read_live(store, principal, r)]
+    return out
+
+
+def _can_read_live(store: Store, principal: Principal, relation: Mapping[str, Any]) -> bool:
+    """Whether a relation's other end is a live memory the caller may read."""
+    memory = int((relation.get("target") or relation["source"])[1:])
+    space = store.governance.live_space(memory)
+    return space is not None and principal.can("read", space, memory)
 
 
 def update(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
@@ -232,6 +242,70 @@ def purge(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str,
     store.memories.purge(principal, memory)
     store.after_commit(lambda: store.memories.erase_copies(memory))  # backups, exports and the WAL
     return {"id": p["id"]}
+
+
+def capture(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    _write_space(principal, p["space"])
+    session = store.sessions.find(p["session"], readable_sessions(principal))[0] if p.get("session") else None
+    flt = Filter(readable=principal.scope("read"), spaces=(p["space"],))
+    return store.governance.capture(principal, p, session, flt)
+
+
+def confirm(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    memory = _memory(store, principal, p["id"], "write")
+    return store.governance.confirm(principal, memory, p)
+
+
+def review(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    after = int(p["after"][1:]) if p.get("after") else None
+    return store.governance.review(_filter(store, principal, p), after, p["limit"])
+
+
+def challenge(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    if p["outcome"] == "superseded" and not p.get("replacement"):
+        raise InvalidParams("missing", "superseded needs a replacement", param="replacement")
+    if p.get("replacement") and p["outcome"] != "superseded":
+        raise InvalidParams("range", "replacement goes with the superseded outcome only", param="replacement")
+    if p.get("replacement") == p["id"]:
+        raise InvalidParams("range", "a memory cannot supersede itself", param="replacement")
+    memory = _memory(store, principal, p["id"], "write")
+    replacement = _memory(store, principal, p["replacement"], "read") if p.get("replacement") else None
+    return store.governance.challenge(principal, memory, p, replacement)
+
+
+def archive(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    memory = _memory(store, principal, p["id"], "write")
+    return store.governance.archive(principal, memory, p["revision"])
+
+
+def _relation_ends(store: Store, principal: Principal, p: dict[str, Any]) -> tuple[int, int]:
+    """Write on the source's space, read on the target's (SPEC 4.3); an unreadable end answers as absent."""
+    return _memory(store, principal, p["source"], "write"), _memory(store, principal, p["target"], "read")
+
+
+def relate(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    source, target = _relation_ends(store, principal, p)
+    return store.governance.relate(principal, source, target, p["relation"], p.get("reason"))
+
+
+def unrelate(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    source, target = _relation_ends(store, principal, p)
+    return store.governance.unrelate(principal, source, target, p["relation"])
+
+
+def move(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    memory = _memory(store, principal, p["id"], "write")
+    _write_space(principal, p["space"])
+    return store.governance.move(principal, memory, p["revision"], p["space"])
+
+
+def audit(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    """A memory's events; a purged memory's are read by the space its events name."""
+    memory = int(p["id"][1:])
+    space = store.memories.space_of(memory) or store.governance.audited_space(memory)
+    if space is None or not principal.can("read", space, memory):
+        raise NotFound("memory", f"{p['id']} not found")
+    return store.governance.audit(memory, p.get("after"), p["limit"])
 
 
 def space_list(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
@@ -356,6 +430,15 @@ HANDLERS: dict[str, Handler] = {
     "memory.recall": recall,
     "memory.forget": forget,
     "memory.purge": purge,
+    "memory.capture": capture,
+    "memory.confirm": confirm,
+    "memory.review": review,
+    "memory.challenge": challenge,
+    "memory.archive": archive,
+    "memory.relate": relate,
+    "memory.unrelate": unrelate,
+    "memory.move": move,
+    "memory.audit": audit,
     "space.list": space_list,
     "store.status": status,
     "daemon.stop": stop,

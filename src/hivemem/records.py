@@ -306,6 +306,58 @@ class Reloaded(Shape):
     reloaded: bool
 
 
+class Related(Shape):
+    """A memory similar to a captured draft: Jaccard similarity of their capture-key token sets."""
+
+    id: str
+    similarity: float
+
+
+class Captured(Shape):
+    """memory.capture: an exact duplicate (`duplicate_of`, nothing written) or the new draft (SPEC 8.1)."""
+
+    duplicate_of: NotRequired[str]
+    id: NotRequired[str]
+    revision: NotRequired[int]
+    status: NotRequired[str]
+    changed: bool
+    related: list[Related]
+    exhaustive: bool
+    independent: NotRequired[bool]
+
+
+class Challenged(Shape):
+    """memory.challenge: applied, or (a destructive outcome without `confirm`) the preview of its effect."""
+
+    id: str
+    revision: int
+    outcome: str
+    applied: bool
+    effect: NotRequired[str]
+
+
+class Relating(Shape):
+    """memory.relate and memory.unrelate."""
+
+    source: str
+    target: str
+    relation: str
+    changed: bool
+
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    # `from` is a keyword, so this shape is declared the functional way for mypy
+    Moved = TypedDict("Moved", {"id": str, "from": str, "revision": int})
+else:
+
+    class Moved(dict):
+        """memory.move: the new memory (revision 1) and the old one's id."""
+
+        __annotations__ = {"id": "str", "from": "str", "revision": "int"}
+
+
 SHAPES: dict[str, type] = {
     name: value for name, value in globals().items()
     if isinstance(value, type) and issubclass(value, dict) and value is not dict

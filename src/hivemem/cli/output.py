@@ -87,18 +87,44 @@ def human(verb: str, ok: dict[str, Any]) -> str:
         return str(ok["text"])  # a rendered envelope (memory.recall) is already text for its reader
     if verb == "doctor":
         return _doctor(ok["checks"])
+    if ok.get("applied") is False:  # a destructive challenge's preview
+        return "\n".join([*_pairs(ok), PREVIEW.format(effect=ok.get("effect", "change"))])
     declared = BY_NAME.get(verb)
     table = records.table_member(declared.result) if declared is not None else None
     if table is not None and isinstance(ok.get(table[0]), list):
         key, shape = table
-        cols = records.columns(shape)
+        cols = _with_review(records.columns(shape), ok[key])
         rows = [[_cell(header, member, r) for header, member in cols] for r in ok[key]]
         mode = [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")] if (
             "mode" in ok) else []  # fmt: skip
         header = [h for h, _ in cols]
         return "\n".join(mode + (_table([header, *rows]) if rows else [f"no {key}"]) + _footer(ok))
+    return "\n".join(_pairs(ok))
+
+
+PREVIEW = "Preview only: nothing was written. To {effect} it, run the same command again with --confirm."
+
+
+def _with_review(cols: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """Memories with a review state get a REVIEW column before their text, saying why (SPEC 8.2)."""
+    if not any(r.get("review") for r in rows) or not cols or cols[-1][0] != "TEXT":
+        return cols
+    return (*cols[:-1], ("REVIEW", "review"), cols[-1])
+
+
+def _pairs(ok: dict[str, Any]) -> list[str]:
     width = max((len(k) for k in ok), default=0)
-    return "\n".join(f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items())
+    return [f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items()]
+
+
+def _why(m: dict[str, Any]) -> str:
+    """Why a memory needs review (SPEC 2.1): expired since expires_at, due since review_after, or flagged."""
+    if m.get("review") == "expired":
+        return f"expired {m.get('expires_at', '')}".strip()
+    if m.get("review") == "due":
+        flagged = m.get("confidence_state") == "needs_review"
+        return "due: needs_review" if flagged else f"due {m.get('review_after', '')}"
+    return ""
 
 
 def _footer(ok: dict[str, Any]) -> list[str]:
@@ -153,6 +179,7 @@ CELLS: dict[str, Any] = {
     "WHERE": lambda r: " ".join(str(r[k]) for k in ("space", "memory", "session") if r.get(k)),
     "DATA": lambda r: dumps(r["data"]) if r.get("data") else "",
     "PARENT": _parent,
+    "REVIEW": lambda r: _why(r),
 }
 
 

@@ -47,6 +47,10 @@ ERROR_CODES = (
     ("denied.peer", "the process listening on the socket runs as another user; nothing was sent (data.path)"),
     ("conflict.memory_revision", "the revision given is not the current one (data.current)"),
     ("conflict.memory_duplicate", "the change would duplicate a live memory (data.id)"),
+    (
+        "conflict.memory_status",
+        "the memory's status does not allow it: confirm needs a draft, challenge an active memory (data.status)",
+    ),
     ("conflict.store_locked", "another daemon holds the store"),
     ("conflict.client_exists", "a client of that name exists"),
     ("unavailable.not_running", "no daemon, and it may not be started (data.fix)"),

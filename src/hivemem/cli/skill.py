@@ -52,6 +52,22 @@ memory says so. `source`, `provenance` and session lineage are claims made by wh
 - Search first: if a memory already says it, update that one instead of adding another. Adding the same content
   to the same space again is safe and returns the existing memory (`changed: false`).
 
+## Add or capture
+
+- `memory_add` when the user asked you to remember something: an explicit write, active at once.
+- `memory_capture` for what you inferred yourself: it becomes a draft, never searched or recalled until a person
+  confirms it. An exact duplicate comes back as `duplicate_of` and writes nothing; `related` lists similar
+  memories (`exhaustive: false` means only some were compared, so `independent` is never claimed then).
+
+## Lifecycle
+
+- capture -> confirm: `memory_list` with `status: draft` shows drafts; `memory_confirm` makes one active.
+- challenge: `memory_challenge` says a memory is `still_valid`, `needs_review`, `stale`, `wrong` or
+  `superseded` (with `replacement`); the last three archive it and only preview unless `confirm: true`.
+- review: `memory_review` lists what is due or expired, and why; nothing is archived or deleted by itself.
+- `memory_relate` records what supersedes, contradicts or derives from what; `memory_audit` shows who changed a
+  memory and when.
+
 ## Which kind
 
 {kinds}

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from hivemem.auth import Principal, Readable
 from hivemem.records import (
+    Captured,
+    Challenged,
     ClientAdded,
     ClientPage,
     ClientRemoved,
@@ -25,6 +27,8 @@ from hivemem.records import (
     Hit,
     MemoryPage,
     MemoryRead,
+    Moved,
+    Relating,
     Restored,
     Session,
     SessionEnded,
@@ -103,6 +107,24 @@ class Search(Protocol):
     def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]: ...
 
 
+class Governance(Protocol):
+    """Drafts, review, challenges, archive, relations, move and a memory's audit (SPEC 8)."""
+
+    def capture(self, actor: Principal, p: dict[str, Any], session: int | None, flt: Filter) -> Captured: ...
+    def confirm(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written: ...
+    def review(self, flt: Filter, after: int | None, limit: int) -> MemoryPage: ...
+    def challenge(self, actor: Principal, memory: int, p: dict[str, Any],
+                  replacement: int | None) -> Challenged: ...  # fmt: skip
+    def archive(self, actor: Principal, memory: int, revision: int) -> Restored: ...
+    def relate(self, actor: Principal, source: int, target: int, relation: str,
+               reason: str | None) -> Relating: ...  # fmt: skip
+    def unrelate(self, actor: Principal, source: int, target: int, relation: str) -> Relating: ...
+    def move(self, actor: Principal, memory: int, revision: int, space: str) -> Moved: ...
+    def audit(self, memory: int, before: int | None, limit: int) -> EventPage: ...
+    def audited_space(self, memory: int) -> str | None: ...
+    def live_space(self, memory: int) -> str | None: ...
+
+
 class Store(Protocol):
     """One store: its repositories, its settings, and the verb's transaction."""
 
@@ -120,6 +142,8 @@ class Store(Protocol):
     def events(self) -> Events: ...
     @property
     def search(self) -> Search: ...
+    @property
+    def governance(self) -> Governance: ...
     @property
     def data_dir(self) -> str: ...
     def reader(self) -> Store: ...

@@ -179,30 +179,43 @@ def add(
         if dup is not None:
             out = {"id": mid(dup[0]), "revision": dup[1], "changed": False}
             return out | ({"status": dup[2]} if dup[2] != "active" else {})
-        at = now()
-        f: dict[str, Any] = {
-            "space": p["space"], "kind": p.get("kind") or "note", "title": p.get("title") or "",
-            "content": p["content"], "tags": " ".join(p.get("tags") or ()), "status": "active",
-            "source": p.get("source") or None, "provenance": _json(p.get("provenance")),
-            "confidence": float(p.get("confidence", 1.0)), "confidence_state": p.get("confidence_state"),
-            "review_after": p.get("review_after") or None, "expires_at": p.get("expires_at") or None,
-            "revision": 1, "updated": at,
-        }  # fmt: skip
-        if f["review_after"] is None:
-            f["review_after"] = _default_review(limits, f["kind"], at)
-        conn.execute(
-            "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
-            "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
-            "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
-            (f["space"], f["kind"], f["title"], f["content"], digest, capture_key(f["content"]), f["tags"], "active",
-             f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
-             f["expires_at"], 1, actor.id, actor.label, actor.id, actor.label, session, at, at),
-        )  # fmt: skip
-        f["id"] = conn.last_insert_rowid()
-        _index(conn, f["id"], f["title"], f["content"], f["tags"])
-        _version(conn, limits, f, "add", actor)
-        audit.append(conn, "memory.added", actor, space=f["space"], memory=f["id"], session=session, revision=1)
-    return {"id": mid(f["id"]), "revision": 1, "changed": True}
+        memory = insert(conn, limits, actor, p, session)
+    return {"id": mid(memory), "revision": 1, "changed": True}
+
+
+def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None, *,
+           status: str = "active", action: str = "add", author: tuple[str, str | None] | None = None,
+           data: dict[str, Any] | None = None) -> int:  # fmt: skip
+    """Write a new memory at revision 1 with its index entry, version and event, inside the caller's transaction.
+
+    `action` names the version and the event (`add` is memory.added, `capture` memory.captured, `move`
+    memory.moved); `author` keeps the creator of a moved memory."""
+    at = now()
+    f: dict[str, Any] = {
+        "space": p["space"], "kind": p.get("kind") or "note", "title": p.get("title") or "",
+        "content": p["content"], "tags": " ".join(p.get("tags") or ()), "status": status,
+        "source": p.get("source") or None, "provenance": _json(p.get("provenance")),
+        "confidence": float(p.get("confidence", 1.0)), "confidence_state": p.get("confidence_state"),
+        "review_after": p.get("review_after") or None, "expires_at": p.get("expires_at") or None,
+        "revision": 1, "updated": at,
+    }  # fmt: skip
+    if f["review_after"] is None and action != "move":  # a moved memory keeps its dates as they were
+        f["review_after"] = _default_review(limits, f["kind"], at)
+    principal, label = author or (actor.id, actor.label)
+    conn.execute(
+        "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
+        "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
+        "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
+        (f["space"], f["kind"], f["title"], f["content"], sha256(f["content"]), capture_key(f["content"]), f["tags"],
+         status, f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
+         f["expires_at"], 1, principal, label, actor.id, actor.label, session, at, at),
+    )  # fmt: skip
+    f["id"] = conn.last_insert_rowid()
+    _index(conn, f["id"], f["title"], f["content"], f["tags"])
+    _version(conn, limits, f, action, actor)
+    event = {"add": "memory.added", "capture": "memory.captured", "move": "memory.moved"}[action]
+    audit.append(conn, event, actor, space=f["space"], memory=f["id"], session=session, revision=1, data=data)
+    return int(f["id"])
 
 
 def _json(value: Any) -> str | None:

@@ -66,6 +66,38 @@ def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LI
     return _ids(conn, JOINED.format(rank=rank, where=where), (*counts, match, *args, limit))
 
 
+def sharing(conn: apsw.Connection, words: list[str], flt: Filter, limit: int, keep: int = 8,
+            cap: int = 200) -> list[int]:  # fmt: skip
+    """Up to `limit` ids of live, active memories the filter admits that hold the most of the `keep` rarest
+    `words` (rarity: rows matched in the filter's spaces, read no further than `cap` per word), then newest.
+
+    Capture's candidates (SPEC 8.1): scoring an OR of a whole text with bm25 reads most of a large space."""
+    spaces = _space_set(flt)
+    confine = bool(spaces) and not _covers_store(conn, spaces or ())
+    found: list[tuple[int, int, list[int]]] = []
+    for n, word in enumerate(words):
+        expression = match_expression([word])
+        match = in_spaces(expression, spaces or ()) if confine else expression
+        ids = _ids(conn, "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?", (match, cap + 1))
+        if ids:
+            found.append((len(ids), n, ids))
+    hits: dict[int, int] = {}
+    for _, _, ids in sorted(found)[:keep]:
+        for memory in ids:
+            hits[memory] = hits.get(memory, 0) + 1
+    ranked_ids = sorted(hits, key=lambda m: (-hits[m], -m))
+    out: list[int] = []
+    where, args = condition(flt, "m")
+    for start in range(0, len(ranked_ids), 4 * limit):  # the best few are usually all admitted
+        part = ranked_ids[start : start + 4 * limit]
+        sql = f"SELECT m.id FROM memories m WHERE m.id IN ({','.join('?' * len(part))}) AND {where}"
+        admitted = set(_ids(conn, sql, (*part, *args)))
+        out += [m for m in part if m in admitted]
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
 def page_rows(conn: apsw.Connection, ids: list[int], flt: Filter) -> dict[int, Row]:
     """The rows of a page of ids that the filter admits: the filter is checked once more on the rows
     themselves, so an index out of step with them (a bug, a hand edit) can never show what it should not."""

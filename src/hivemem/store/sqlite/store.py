@@ -11,6 +11,8 @@ import apsw
 
 from hivemem.auth import Principal, Readable
 from hivemem.records import (
+    Captured,
+    Challenged,
     ClientAdded,
     ClientPage,
     ClientRemoved,
@@ -21,6 +23,8 @@ from hivemem.records import (
     Hit,
     MemoryPage,
     MemoryRead,
+    Moved,
+    Relating,
     Restored,
     Session,
     SessionEnded,
@@ -34,7 +38,7 @@ from hivemem.records import (
 from hivemem.store.base import Keep, Visible
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
-from hivemem.store.sqlite import audit, clients, erasure, listing, memories, search, sessions
+from hivemem.store.sqlite import audit, clients, erasure, governance, listing, memories, search, sessions
 from hivemem.store.sqlite.db import atomic, connect, keep_files_on_close, scalar
 
 
@@ -53,6 +57,7 @@ class SQLiteStore:
         self._clients = SQLiteClients(self)
         self._events = SQLiteEvents(self)
         self._search = SQLiteSearch(self)
+        self._governance = SQLiteGovernance(self)
 
     @property
     def memories(self) -> SQLiteMemories:
@@ -73,6 +78,10 @@ class SQLiteStore:
     @property
     def search(self) -> SQLiteSearch:
         return self._search
+
+    @property
+    def governance(self) -> SQLiteGovernance:
+        return self._governance
 
     @property
     def data_dir(self) -> str:
@@ -290,3 +299,40 @@ class SQLiteSearch(_Repository):
 
     def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
         return search.newest(self.conn, flt, limit)
+
+
+class SQLiteGovernance(_Repository):
+    __slots__ = ()
+
+    def capture(self, actor: Principal, p: dict[str, Any], session: int | None, flt: Filter) -> Captured:
+        return cast(Captured, governance.capture(self.conn, self._store.limits, actor, p, session, flt))
+
+    def confirm(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written:
+        return cast(Written, governance.confirm(self.conn, self._store.limits, actor, memory, p))
+
+    def review(self, flt: Filter, after: int | None, limit: int) -> MemoryPage:
+        return cast(MemoryPage, governance.review(self.conn, flt, after, limit))
+
+    def challenge(self, actor: Principal, memory: int, p: dict[str, Any], replacement: int | None) -> Challenged:
+        return cast(Challenged, governance.challenge(self.conn, self._store.limits, actor, memory, p, replacement))
+
+    def archive(self, actor: Principal, memory: int, revision: int) -> Restored:
+        return cast(Restored, governance.archive(self.conn, self._store.limits, actor, memory, revision))
+
+    def relate(self, actor: Principal, source: int, target: int, relation: str, reason: str | None) -> Relating:
+        return cast(Relating, governance.relate(self.conn, actor, source, target, relation, reason))
+
+    def unrelate(self, actor: Principal, source: int, target: int, relation: str) -> Relating:
+        return cast(Relating, governance.unrelate(self.conn, actor, source, target, relation))
+
+    def move(self, actor: Principal, memory: int, revision: int, space: str) -> Moved:
+        return cast(Moved, governance.move(self.conn, self._store.limits, actor, memory, revision, space))
+
+    def audit(self, memory: int, before: int | None, limit: int) -> EventPage:
+        return cast(EventPage, governance.audit_events(self.conn, memory, before, limit))
+
+    def audited_space(self, memory: int) -> str | None:
+        return governance.audited_space(self.conn, memory)
+
+    def live_space(self, memory: int) -> str | None:
+        return governance.live_space(self.conn, memory)
