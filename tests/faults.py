@@ -104,7 +104,7 @@ def store_files(store: str) -> list[str]:
 @contextmanager
 def copy_of(store: str) -> Iterator[str]:
     """A copy of the store's files as the disk holds them (no -shm: a power cut loses shared memory)."""
-    scratch = tempfile.mkdtemp(prefix="hm-copy-", dir="/tmp")
+    scratch = tempfile.mkdtemp(prefix="hm-copy-")
     try:
         target = os.path.join(scratch, "store.db")
         for path in store_files(store):
