@@ -27,6 +27,7 @@ TOP = {
     "events": "Print the audit log; --follow streams new events.",
     "config": "config get [--key K] | config set --key K --value V (owner).",
     "ui": "Serve the review UI in the browser on 127.0.0.1; prints a one-time login URL.",
+    "import": "import --from claude-code|codex|mcp-memory|markdown --space S: bring in memories other tools keep.",
 }
 
 
@@ -129,6 +130,12 @@ def _config(args: list[str]) -> int:
     return settings.run(args)
 
 
+def _import(args: list[str]) -> int:
+    from hivemem.cli import harvest_command
+
+    return harvest_command.run(args)
+
+
 def _mcp(args: list[str]) -> int:
     """Serve MCP on stdio; the daemon is reached on the first tool call."""
     parser = Parser(prog="hivemem mcp", description="Run the stdio MCP server (register it with your harness).")
@@ -183,6 +190,7 @@ def _agents(command: str) -> Callable[[list[str]], int]:
 TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "events": _events,
     "config": _config,
+    "import": _import,
     "serve": _serve,
     "ping": _ping,
     "doctor": _doctor,
