@@ -22,6 +22,14 @@ from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
 XDG = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
+FIGURES: list[str] = []  # lines the fault suite measured (tests/faults.py figure()), printed at the end of the run
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if FIGURES:
+        terminalreporter.section("reliability figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
 
 
 @dataclass

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 import pytest
 
 from conftest import Home
+from faults import figure, size
+from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
 N = 8
@@ -142,3 +146,145 @@ def test_reads_continue_while_an_external_writer_holds_the_store(home: Home) -> 
         reader.close()
         writer.close()
     assert home.ok("memory", "add", "--space", "user", "--content", "after the lock")["id"] == "m2"
+
+
+# Jepsen-style workloads: CAS read-modify-write and list-append on a few memories, checked from the client-side
+# history: every acknowledged append is in the final list exactly once, nothing unacknowledged is, the revisions a
+# memory went through form one chain (each success read the revision just before the one it made), and every read
+# is a prefix of the final list.
+
+
+@dataclass
+class History:
+    ok: list[tuple[str, int, int, str]] = field(default_factory=list)  # memory, read revision, new revision, element
+    conflicts: int = 0
+    reads: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)
+
+
+def cas_client(client: DaemonClient, n: int, ops: int, keys: list[str], seed: int, history: History) -> None:
+    rng = random.Random(seed * 1000 + n)
+    try:
+        for op in range(ops):
+            memory = rng.choice(keys)
+            got = client.call("memory.get", id=memory)
+            items = got["content"].split()[1:]
+            history.reads.append((memory, got["revision"], items))
+            element = f"c{n}o{op}"
+            try:
+                head = got["content"].split()[0]
+                done = client.call("memory.update", id=memory, revision=got["revision"],
+                                   content=" ".join([head, *items, element]))  # fmt: skip
+            except HivememError as exc:
+                if exc.code == "conflict.memory_revision":
+                    history.conflicts += 1
+                else:
+                    history.other.append(f"{exc.code}: {exc}")
+                continue
+            history.ok.append((memory, got["revision"], done["revision"], element))
+    finally:
+        client.close()
+
+
+def check_history(final: dict[str, tuple[int, list[str]]], histories: list[History]) -> dict[str, int]:
+    """Lost updates, duplicates, broken chains and non-prefix reads: all must be zero."""
+    ok = [entry for h in histories for entry in h.ok]
+    problems: list[str] = [o for h in histories for o in h.other]
+    for memory, (revision, items) in final.items():
+        mine = sorted((new, read, element) for m, read, new, element in ok if m == memory)
+        assert [new for new, _, _ in mine] == list(range(2, revision + 1)), f"{memory}: revisions {mine[:5]}…"
+        assert all(read == new - 1 for new, read, _ in mine), f"{memory}: a write that did not read its predecessor"
+        assert items == [element for _, _, element in mine], f"{memory}: final list differs from the acked appends"
+        assert len(set(items)) == len(items), f"{memory}: duplicated elements"
+        for m, seen_revision, seen in (r for h in histories for r in h.reads):
+            if m == memory and seen != items[: len(seen)]:
+                problems.append(f"{memory}: a read at revision {seen_revision} is not a prefix of the final list")
+    assert problems == [], problems[:10]
+    return {
+        "acknowledged": len(ok),
+        "conflicts": sum(h.conflicts for h in histories),
+        "reads": sum(len(h.reads) for h in histories),
+    }
+
+
+@pytest.mark.fault
+def test_cas_and_list_append_lose_nothing(home: Home) -> None:
+    """16 clients x 250 CAS appends on 4 memories through the socket: 0 lost, 0 duplicated, 0 store_busy."""
+    clients_n, ops = size(16, 16), size(250, 2000)
+    home.ok("whoami")
+    owner = home.client()
+    keys = [owner.call("memory.add", space="cas", content=f"list{k}")["id"] for k in range(4)]
+    owner.close()
+    histories = [History() for _ in range(clients_n)]
+    clients = [home.client() for _ in range(clients_n)]
+    for c in clients:
+        c.connect()
+    started = time.monotonic()
+    threads = [
+        threading.Thread(target=cas_client, args=(clients[n], n, ops, keys, 15, histories[n])) for n in range(clients_n)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    seconds = time.monotonic() - started
+    reader = home.client()
+    try:
+        final = {}
+        for memory in keys:
+            got = reader.call("memory.get", id=memory)
+            final[memory] = (got["revision"], got["content"].split()[1:])
+    finally:
+        reader.close()
+    figures = check_history(final, histories)
+    figure("CAS list-append socket", clients=clients_n, attempts=clients_n * ops, seconds=round(seconds, 1),
+           lost=0, duplicated=0, store_busy=0, **figures)  # fmt: skip
+    assert figures["acknowledged"] + figures["conflicts"] == clients_n * ops
+
+
+@pytest.mark.fault
+def test_cas_list_append_through_mcp(home: Home) -> None:
+    """The same workload through real MCP sessions (one `hivemem mcp` process each)."""
+    import anyio
+
+    from conftest import mcp_session
+
+    sessions, ops = size(4, 8), size(25, 250)
+    home.ok("whoami")
+    keys = [home.ok("memory", "add", "--space", "cas", "--content", f"list{k}")["id"] for k in range(2)]
+    histories = [History() for _ in range(sessions)]
+
+    async def worker(n: int) -> None:
+        rng = random.Random(n)
+        history = histories[n]
+        async with mcp_session(home) as s:
+            for op in range(ops):
+                memory = rng.choice(keys)
+                got = (await s.call_tool("memory_get", {"id": memory})).structured_content
+                words = got["content"].split()
+                history.reads.append((memory, got["revision"], words[1:]))
+                element = f"c{n}o{op}"
+                args = {"id": memory, "revision": got["revision"], "content": " ".join([*words, element])}
+                result = await s.call_tool("memory_update", args)
+                if result.is_error:
+                    code = result.structured_content["code"]
+                    if code == "conflict.memory_revision":
+                        history.conflicts += 1
+                    else:
+                        history.other.append(code)
+                    continue
+                history.ok.append((memory, got["revision"], result.structured_content["revision"], element))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for n in range(sessions):
+                group.start_soon(worker, n)
+
+    anyio.run(main)
+    final = {}
+    for memory in keys:
+        got = home.ok("memory", "get", "--id", memory)
+        final[memory] = (got["revision"], got["content"].split()[1:])
+    figures = check_history(final, histories)
+    figure("CAS list-append MCP", sessions=sessions, attempts=sessions * ops, lost=0, duplicated=0, **figures)
+    assert figures["acknowledged"] + figures["conflicts"] == sessions * ops

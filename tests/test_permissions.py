@@ -54,10 +54,19 @@ def test_round_trip_creates_only_private_files(home: Home, umask: str) -> None:
         ("memory", "add", "--space", "user", "--content", "to be purged"),
         ("memory", "search", "--query", "modes"),
         ("memory", "purge", "--id", "m2"),
+        ("store", "export"),
+        ("store", "repair-fts", "--apply", "--confirm"),
+        ("store", "backup", "--path", os.path.join(home.base, "data", "copy.db")),
+        ("stop",),
+        ("store", "restore", "--path", os.path.join(home.base, "data", "copy.db")),
     ):
         result = cli_under_umask(home, umask, *args)
         assert result.code == 0, (args, result)
+    exported = next(n for n in walked(home) if n.startswith("data/hivemem/exports/"))
+    assert cli_under_umask(home, umask, "store", "import", "--path", os.path.join(home.base, exported)).code == 0
     names = walked(home)
+    assert any(n.startswith("data/hivemem/backups/store.db.bak-repair-") for n in names), sorted(names)
+    assert any(n.startswith("data/hivemem/backups/store.db.bak-restore-") for n in names), sorted(names)
     for expected in ("data/hivemem/store.db", "data/hivemem/owner.key", "state/hivemem/logs"):
         assert expected in names, sorted(names)
     assert any(n.endswith(".sock") for n in names), sorted(names)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from conftest import Home, client_token
@@ -125,6 +126,13 @@ def test_every_verb_returns_its_declared_shape(home: Home, owner: DaemonClient) 
     finally:
         follower.close()
     call("config.reload")
+    exported = call("store.export", path=os.path.join(home.base, "records-export.json"))
+    call("store.import", path=exported["path"], dry_run=True)
+    call("store.import", path=exported["path"], space_map={"user": "team/records"})
+    call("store.check")
+    call("store.repair_fts")
+    call("store.repair_fts", apply=True, confirm=True)
+    call("store.backup", path=os.path.join(home.base, "records-backup.db"))
     call("memory.purge", id=first["id"])
     call("daemon.stop")
     assert sorted(seen) == sorted(v.name for v in VERBS), "every verb's result is checked"

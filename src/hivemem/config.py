@@ -33,6 +33,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.max_content_bytes", 65536, "Largest content of one memory, in UTF-8 bytes.", 1, 262144),
     Setting("memory.max_versions", 20, "Versions kept per memory.", 1, 1000),
     Setting("memory.tombstone_days", 30, "Days a soft-deleted memory is kept before removal.", 0, 36500),
+    Setting("backups.keep", 5, "Automatic repair backups kept in backups/ (the newest ones).", 1, 1000),
     Setting("governance.review_days", {"decision": 180, "task": 7}, "Default review period per kind, in days."),
     Setting("recall.prompt_limit", 8, "Records a prompt-submit recall renders.", 1, 100),
     Setting("recall.min_similarity", 0.3, "Floor for vector-only recall hits.", 0.0, 1.0),

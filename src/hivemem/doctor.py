@@ -112,7 +112,8 @@ class Doctor:
 
     def _restore_fix(self) -> str:
         backups = os.path.join(self.paths.data_dir, "backups")
-        return f"keep a copy of {self.paths.store}, then restore the newest good copy from {backups} if you have one"
+        return (f"HIVEMEM_TOKEN=@owner hivemem store check  # every finding; then keep a copy of {self.paths.store} "
+                f"and restore the newest good backup from {backups}: hivemem store restore --path FILE")  # fmt: skip
 
     def secrets_stored(self) -> Check:
         if self.hello is not None:

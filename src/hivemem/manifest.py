@@ -51,21 +51,23 @@ class Verb:
     - `effect`: what the daemon does once it has replied: `stop` (shut down) or `reload` (re-read config);
     - `returns_memory_text`: results hand stored text to the model, so MCP frames them as untrusted data;
     - `destructive`, `idempotent`: the MCP hints (readOnlyHint is `not writes`);
-    - `cli_name`: the CLI command, by default `<group> <verb>` with `_` as `-` (`store repair-fts`).
+    - `cli_name`: the CLI command, by default `<group> <verb>` with `_` as `-` (`store repair-fts`);
+    - `long`: may run for a while on a big store, so the CLI shows its progress on a terminal (SPEC 11.1).
     """
 
-    __slots__ = ("cli_name", "destructive", "effect", "errors", "examples", "idempotent", "mcp", "name", "params",
-                 "result", "returns_memory_text", "right", "stream", "summary", "writes")  # fmt: skip
+    __slots__ = ("cli_name", "destructive", "effect", "errors", "examples", "idempotent", "long", "mcp", "name",
+                 "params", "result", "returns_memory_text", "right", "stream", "summary", "writes")  # fmt: skip
 
     def __init__(self, name: str, summary: str, right: str, result: type, params: tuple[Param, ...] = (),
                  errors: tuple[str, ...] = (), *, mcp: bool = True, writes: bool = False,
                  examples: tuple[str, ...] = (), stream: str = "", effect: str = "",
                  returns_memory_text: bool = False, destructive: bool = False, idempotent: bool = False,
-                 cli_name: str = "") -> None:  # fmt: skip
+                 cli_name: str = "", long: bool = False) -> None:  # fmt: skip
         self.name, self.summary, self.right, self.result = name, summary, right, result
         self.params, self.errors, self.mcp, self.writes = params, errors, mcp, writes
         self.examples, self.stream, self.effect = examples, stream, effect
         self.returns_memory_text, self.destructive, self.idempotent = returns_memory_text, destructive, idempotent
+        self.long = long
         group, _, verb = name.rpartition(".")
         self.cli_name = cli_name or f"{group} {verb.replace('_', '-')}".strip()
         if effect and effect not in EFFECTS:  # a typo would otherwise be a verb that silently does nothing more
@@ -643,6 +645,103 @@ VERBS += (
         mcp=False,
         examples=("hivemem config set --key daemon.idle_timeout_ms --value 60000",),
         effect="reload",
+    ),
+)
+
+PATH_HELP = "File path; the CLI makes it absolute against its working directory before sending."
+
+VERBS += (
+    Verb(
+        "store.export",
+        "Write the export document of readable memories, their relations and sessions to a 0600 file "
+        "(default: exports/ beside the store); the document never crosses the socket.",
+        "read",
+        records.Exported,
+        (
+            SPACES,
+            _p("include_deleted", "boolean", "Also export soft-deleted memories.", default=False),
+            _p("path", "string", "Where to write it (a new file). " + PATH_HELP, max_bytes=4096, format="path"),
+        ),
+        ("denied.read", "denied.path", "conflict.path_exists", "invalid_params.path"),
+        mcp=False,
+        writes=True,  # it appends memory.exported, and reads one consistent snapshot on the writer
+        examples=("hivemem store export --spaces @project --path project.json",),
+        long=True,
+    ),
+    Verb(
+        "store.import",
+        "Import an export document in one transaction: duplicates skipped, new ids, provenance naming the "
+        "original store, id and author. The whole document is validated first. " + SECRET_SENTENCE,
+        "write",
+        records.Imported,
+        (
+            _p(
+                "path",
+                "string",
+                "The export document to read. " + PATH_HELP,
+                required=True,
+                max_bytes=4096,
+                format="path",
+            ),
+            _p("dry_run", "boolean", "Validate and plan; write nothing.", default=False),
+            _p("space_map", "object", 'Rename spaces on the way in: {"old": "new"}.', format="space_map"),
+        ),
+        ("invalid_params.import", "invalid_params.secret_content", "invalid_params.path", "denied.write"),
+        mcp=False,
+        writes=True,
+        examples=(
+            "hivemem store import --path project.json --dry-run",
+            """hivemem store import --path project.json --space-map '{"project/old":"project/new"}'""",
+        ),
+        long=True,
+    ),
+    Verb(
+        "store.check",
+        "Run every integrity check and report findings; changes nothing (admin).",
+        "admin",
+        records.CheckReport,
+        mcp=False,
+        writes=True,  # FTS5's integrity-check is an INSERT command: it changes nothing, but needs a writable handle
+        examples=("HIVEMEM_TOKEN=@owner hivemem store check --json",),
+        idempotent=True,
+        long=True,
+    ),
+    Verb(
+        "store.repair_fts",
+        "Preview a rebuild of the search index from canonical rows; with apply and confirm, take a validated "
+        "backup and rebuild it in one transaction (admin).",
+        "admin",
+        records.Repair,
+        (
+            _p("apply", "boolean", "Rebuild (needs confirm).", default=False),
+            _p("confirm", "boolean", "Confirm the rebuild.", default=False),
+        ),
+        ("invalid_params.missing", "failed.repair_refused", "conflict.path_exists"),
+        mcp=False,
+        writes=True,  # the preview writes nothing, but FTS5's integrity-check needs a writable handle
+        examples=("HIVEMEM_TOKEN=@owner hivemem store repair-fts --apply --confirm",),
+        long=True,
+    ),
+    Verb(
+        "store.backup",
+        "Write a consistent online copy of the store (VACUUM INTO) to a new 0600 file, fsynced and validated "
+        "(admin). Copies made this way are yours: purge does not reach them.",
+        "admin",
+        records.BackupMade,
+        (
+            _p(
+                "path",
+                "string",
+                "The backup file to create. " + PATH_HELP,
+                required=True,
+                max_bytes=4096,
+                format="path",
+            ),
+        ),
+        ("denied.path", "conflict.path_exists", "invalid_params.path"),
+        mcp=False,
+        examples=("HIVEMEM_TOKEN=@owner hivemem store backup --path hivemem-backup.db",),
+        long=True,
     ),
 )
 

@@ -16,6 +16,8 @@ from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
+from hivemem.store import files
+from hivemem.store import transfer_check as documents
 from hivemem.store.base import Store, Visible
 from hivemem.store.filters import Filter
 
@@ -418,6 +420,48 @@ def config_reload(store: Store, principal: Principal, p: dict[str, Any]) -> Mapp
     return {"reloaded": True}
 
 
+def export(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    """Write the export document; a caller exports only what it can read (SPEC 4.3)."""
+    spaces = p.get("spaces")
+    _readable_spaces(principal, spaces or [])
+    dest = p.get("path") or files.default_export(store.data_dir)
+    keep: Callable[[str, int], bool] = lambda space, memory: principal.can("read", space, memory)  # noqa: E731
+    every = principal.is_owner and spaces is None
+    return store.operations.export(principal, dest, keep, spaces, p["include_deleted"], every)
+
+
+def import_(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    """Validate the whole document, check write on every target space, then plan or apply it in one transaction."""
+    doc = documents.document(documents.read(p["path"]), store.limits.max_content_bytes, p.get("space_map") or {})
+    for space in sorted({m["space"] for m in doc.memories}):
+        _write_space(principal, space)
+    if doc.sessions and not session_scope(principal, "write")[0]:
+        raise denied(principal, "write", "session:*")
+    return store.operations.import_document(principal, doc, p["dry_run"])
+
+
+def check_store(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    return store.operations.check()
+
+
+def repair_fts(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    if p["apply"] and not p["confirm"]:
+        raise InvalidParams("missing", "--apply rebuilds the search index: add --confirm", param="confirm")
+    return store.operations.repair_fts(p["apply"])
+
+
+def backup(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    return store.operations.backup(p["path"])
+
+
+def restore_store(store_path: str, source: str, keep: int) -> dict[str, Any]:
+    """`hivemem store restore` (run by the CLI, never by the daemon): with no daemon serving the store, swap in
+    a validated backup, keeping the current store in backups/, then open it and run every integrity check."""
+    from hivemem.store import restore
+
+    return dict(restore(store_path, source, keep))
+
+
 HANDLERS: dict[str, Handler] = {
     "memory.add": add,
     "memory.get": get,
@@ -455,4 +499,9 @@ HANDLERS: dict[str, Handler] = {
     "events.list": events_list,
     "events.follow": events_follow,
     "config.reload": config_reload,
+    "store.export": export,
+    "store.import": import_,
+    "store.check": check_store,
+    "store.repair_fts": repair_fts,
+    "store.backup": backup,
 }

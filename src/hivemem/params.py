@@ -319,6 +319,24 @@ PROVENANCE_RULES: dict[str, Callable[[str, str, Any], None]] = {
     "original_author": _daemon_only,
 }
 
+
+def path(param: str, value: str) -> str:
+    """An absolute path: the CLI resolves relative ones before sending; the daemon's working directory is `/`."""
+    if not value.startswith("/") or has_control(value):
+        raise InvalidParams("path", f"{param} must be an absolute path without control characters", param=param)
+    return value
+
+
+def space_map(param: str, value: dict[str, Any]) -> dict[str, str]:
+    """{"old": "new"} space names."""
+    for old, new in value.items():
+        space(param, old)
+        if not isinstance(new, str):
+            raise InvalidParams("type", f"{param} maps space names to space names", param=param, expected="space")
+        space(param, new)
+    return dict(value)
+
+
 FORMATS: dict[str, Callable[[str, Any], Any]] = {
     "title": title,
     "space": space,
@@ -332,4 +350,6 @@ FORMATS: dict[str, Callable[[str, Any], Any]] = {
     "harness": harness,
     "relation": relation,
     "cwd": cwd,
+    "path": path,
+    "space_map": space_map,
 }

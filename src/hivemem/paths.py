@@ -189,3 +189,11 @@ def never_a_project() -> frozenset[str]:
     import tempfile
 
     return frozenset(os.path.realpath(d) for d in (os.sep, os.path.expanduser("~"), tempfile.gettempdir()))
+
+
+def harness_home(harness: str) -> str:
+    """Where a harness keeps its own files: `$CODEX_HOME` (else `~/.codex`) for Codex, `$CLAUDE_CONFIG_DIR` (else
+    `~/.claude`) for Claude Code."""
+    var, default = {"codex": ("CODEX_HOME", ".codex"), "claude-code": ("CLAUDE_CONFIG_DIR", ".claude")}[harness]
+    value = os.environ.get(var)
+    return value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), default)

@@ -306,6 +306,56 @@ class Reloaded(Shape):
     reloaded: bool
 
 
+class Exported(Shape):
+    """store.export: the file the daemon wrote, how many memories it holds and its size."""
+
+    path: str
+    memories: int
+    bytes: int
+
+
+class Planned(Shape):
+    add: int
+    duplicate: int
+    skip: int
+
+
+class Imported(Shape):
+    """store.import: what applying the document does (dry run) or did."""
+
+    planned: Planned
+    applied: bool
+
+
+class Finding(Shape):
+    """One integrity problem (SPEC 12.2)."""
+
+    check: str
+    memory: NotRequired[str]
+    event: NotRequired[int]
+    detail: str
+
+
+class CheckReport(Shape):
+    ok: bool
+    findings: list[Finding]
+    counts: dict[str, int]
+
+
+class Repair(Shape):
+    """store.repair_fts: the index findings a rebuild clears; applied, the backup taken and the rows indexed."""
+
+    applied: bool
+    findings: list[Finding]
+    backup: NotRequired[str]
+    indexed: NotRequired[int]
+
+
+class BackupMade(Shape):
+    path: str
+    bytes: int
+
+
 class Related(Shape):
     """A memory similar to a captured draft: Jaccard similarity of their capture-key token sets."""
 

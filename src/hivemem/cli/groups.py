@@ -12,6 +12,7 @@ EXTRA = {
         "get": "Show the settings in force (the file over the defaults); --key K shows one.",
         "set": "Validate and write one setting (owner); a running daemon reloads it.",
     },
+    "store": {"restore": "Replace the store with a validated backup while no daemon runs (owner)."},
 }
 HELP = ("--help", "-h", "help")
 
@@ -53,6 +54,10 @@ def run(group: str, args: list[str]) -> int:
     if not args or args[0] in HELP:
         output.line(text(group))
         return 0
+    if (group, args[0]) == ("store", "restore"):
+        from hivemem.cli import restore
+
+        return restore.run(args[1:])
     known = ", ".join(commands(group))
     error = InvalidParams("usage", f"unknown command 'hivemem {group} {args[0]}'; {group} commands: {known}",
                           usage=usage(group))  # fmt: skip

@@ -1,5 +1,5 @@
 """The composition root: routes a command line to its command, and the only module that starts
-the daemon (`serve`), the MCP server (`mcp`) and the hooks (`hook`). Nothing imports it."""
+the daemon (`serve`), the MCP server (`mcp`), the hooks (`hook`) and the review UI (`ui`). Nothing imports it."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ TOP = {
     "skill": "Print SKILL.md for agents; `skill install` writes it for Claude Code.",
     "events": "Print the audit log; --follow streams new events.",
     "config": "config get [--key K] | config set --key K --value V (owner).",
+    "ui": "Serve the review UI in the browser on 127.0.0.1; prints a one-time login URL.",
+    "import": "import --from claude-code|codex|mcp-memory|markdown --space S: bring in memories other tools keep.",
 }
 
 
@@ -128,6 +130,12 @@ def _config(args: list[str]) -> int:
     return settings.run(args)
 
 
+def _import(args: list[str]) -> int:
+    from hivemem.cli import harvest_command
+
+    return harvest_command.run(args)
+
+
 def _mcp(args: list[str]) -> int:
     """Serve MCP on stdio; the daemon is reached on the first tool call."""
     parser = Parser(prog="hivemem mcp", description="Run the stdio MCP server (register it with your harness).")
@@ -138,6 +146,34 @@ def _mcp(args: list[str]) -> int:
     from hivemem.mcp.server import run
 
     return run()
+
+
+def _ui(args: list[str]) -> int:
+    """The review UI: serves until Ctrl-C, as the owner, through the daemon like every other client."""
+    parser = Parser(prog="hivemem ui", description=TOP["ui"])
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--expose", action="store_true", help="allow a non-loopback --host (warns)")
+    parser.add_argument("--login-ttl", type=float, default=600.0, help="seconds the login URL stays valid")
+    try:
+        ns = parser.parse_args(args)
+    except HivememError as exc:
+        return output.error(exc, False)
+    from hivemem.web.server import serve
+
+    def ready(url: str, warning: str) -> None:
+        if warning:
+            output.warnings([warning])
+        output.line(f"hivemem ui: open {url}")
+        output.line("The link works once and logs this browser in as the owner. Ctrl-C stops the UI.")
+        output.flush()
+
+    try:
+        return serve(ns.host, ns.port, exposed=ns.expose, login_ttl=ns.login_ttl, ready=ready)
+    except HivememError as exc:
+        return output.error(exc, False)
+    except KeyboardInterrupt:
+        return 0
 
 
 def _agents(command: str) -> Callable[[list[str]], int]:
@@ -154,11 +190,13 @@ def _agents(command: str) -> Callable[[list[str]], int]:
 TOP_HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "events": _events,
     "config": _config,
+    "import": _import,
     "serve": _serve,
     "ping": _ping,
     "doctor": _doctor,
     "hook": _hook,
     "mcp": _mcp,
+    "ui": _ui,
     "setup": _agents("setup"),
     "skill": _agents("skill"),
     "--help": _help,

@@ -18,6 +18,11 @@ def line(text: str) -> None:
     sys.stdout.write(text.rstrip("\n") + "\n")
 
 
+def flush() -> None:
+    """Push what was written out now (a long-running command's first lines must reach a pipe at once)."""
+    sys.stdout.flush()
+
+
 def payload(text: str) -> None:
     """A hook's output line, if any; a closed stdout is ignored, since a hook never fails its harness."""
     if not text:
@@ -41,6 +46,37 @@ def progress(done: int, total: int, final: bool) -> None:
     if sys.stderr.isatty():
         sys.stderr.write(f"\rscanned {done} of {total}" + ("\n" if final else ""))
         sys.stderr.flush()
+
+
+class Working:
+    """`LABEL: N s` on one rewritten stderr line while long work runs in the daemon, on a terminal only (pipes
+    and --json readers see nothing); the line is cleared when the work ends."""
+
+    def __init__(self, label: str, shown: bool) -> None:
+        self.label, self.shown = label, shown and sys.stderr.isatty()
+        self._done: Any = None
+
+    def __enter__(self) -> Working:
+        if self.shown:
+            import threading
+            import time
+
+            self._done = threading.Event()
+            start = time.monotonic()
+
+            def tick() -> None:
+                while not self._done.wait(0.5):
+                    sys.stderr.write(f"\r{self.label}: {time.monotonic() - start:.0f} s ")
+                    sys.stderr.flush()
+
+            threading.Thread(target=tick, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._done is not None:
+            self._done.set()
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
 
 def dumps(obj: Any) -> str:
@@ -87,7 +123,9 @@ def human(verb: str, ok: dict[str, Any]) -> str:
         return str(ok["text"])  # a rendered envelope (memory.recall) is already text for its reader
     if verb == "doctor":
         return _doctor(ok["checks"])
-    if ok.get("applied") is False:  # a destructive challenge's preview
+    if verb == "import" and isinstance(ok.get("items"), list):  # `hivemem import --dry-run`: a preview
+        return _preview(ok)
+    if ok.get("applied") is False and not {"planned", "findings"} & ok.keys():  # a challenge's preview
         return "\n".join([*_pairs(ok), PREVIEW.format(effect=ok.get("effect", "change"))])
     declared = BY_NAME.get(verb)
     table = records.table_member(declared.result) if declared is not None else None
@@ -127,8 +165,16 @@ def _why(m: dict[str, Any]) -> str:
     return ""
 
 
+def _preview(ok: dict[str, Any]) -> str:
+    """What `hivemem import` would bring in: the file and line each memory comes from."""
+    rows = [[f"{i['path']}:{i['line']}", i["kind"], " ".join(i["content"].split())[:70]] for i in ok["items"]]
+    return "\n".join((_table([["FROM", "KIND", "TEXT"], *rows]) if rows else ["nothing to import"]) + _footer(ok))
+
+
 def _footer(ok: dict[str, Any]) -> list[str]:
     lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
+    if isinstance(ok.get("planned"), dict):  # an import's plan
+        lines.append("planned: " + ", ".join(f"{n} {what}" for what, n in ok["planned"].items()))
     if ok.get("versions"):  # memory.history
         lines.append("A version's text: hivemem memory get --id ID --revision N")
     return lines

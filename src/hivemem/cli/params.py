@@ -114,6 +114,10 @@ def convert(p: Param, text: str) -> Any:
     if p.type == "string":
         if text == "-":
             text = _stdin(p)
+        if p.format == "path":  # the daemon's working directory is `/`: paths travel absolute (SPEC 12.1)
+            import os
+
+            return os.path.abspath(os.path.expanduser(text))
         return placeholder(text, param=p.name) if p.format == "space" else text
     if p.type in ("integer", "number"):
         try:

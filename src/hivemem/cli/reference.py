@@ -31,6 +31,8 @@ ERROR_CODES = (
         "an integer or a string of at most 64 bytes (answered with a null id)",
     ),
     ("invalid_params.config", "a bad config file (data.key names the key)"),
+    ("invalid_params.import", "an import document that is not valid: data.at is a JSON pointer to the first problem"),
+    ("invalid_params.path", "a file path that is not absolute, or a file that cannot be read (data.path)"),
     ("invalid_params.usage", "a command line the CLI cannot parse"),
     ("invalid_params.client_right", "a grant with a right other than read or write"),
     ("invalid_params.grant_scope", "a grant whose scope is not a selector"),
@@ -53,6 +55,8 @@ ERROR_CODES = (
     ),
     ("conflict.store_locked", "another daemon holds the store"),
     ("conflict.client_exists", "a client of that name exists"),
+    ("conflict.path_exists", "an export, backup or restore destination exists; hivemem never replaces it"),
+    ("conflict.daemon_running", "restore while a daemon serves the store (data.fix)"),
     ("unavailable.not_running", "no daemon, and it may not be started (data.fix)"),
     ("unavailable.store_busy", "another writer holds the database past the busy timeout"),
     ("unavailable.daemon_start", "a started daemon did not report ready in time"),
@@ -64,6 +68,8 @@ ERROR_CODES = (
     ("unsupported.embeddings_off", "vector search with embeddings off"),
     ("failed.store", "a SQLite failure or corruption"),
     ("failed.store_migration", "a migration failed; the old schema is kept"),
+    ("failed.backup", "a backup that is not a valid hivemem store of this version (data.path)"),
+    ("failed.repair_refused", "repair-fts refused a store whose canonical data is damaged (data.findings)"),
     ("failed.internal", "a bug; the daemon logs it and keeps serving"),
     ("failed.daemon_start", "the daemon could not start (data.cause, data.path, data.fix; SPEC 6.1)"),
     ("failed.socket_dir", "the socket directory is a symlink, another user's, or not 0700 (data.path, data.fix)"),
@@ -89,6 +95,7 @@ def traits(verb: Verb) -> list[str]:
     said += [EFFECT_WORDS[verb.effect]] if verb.effect else []
     said += ["returns memory text (untrusted data)"] if verb.returns_memory_text else []
     said += [name for name in ("destructive", "idempotent") if getattr(verb, name)]
+    said += ["shows progress on a terminal"] if verb.long else []
     said += [f"clients default `{p.name}` to the {p.client_default.replace('_', ' ')}" for p in verb.params
              if p.client_default]  # fmt: skip
     return said

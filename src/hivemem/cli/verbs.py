@@ -30,7 +30,8 @@ def run_verb(verb: Verb, args: list[str]) -> int:
         ns = vars(parser.parse_args(attach_values(verb, args)))
         json_mode = ns.pop("json")
         params = client_defaults(verb, collect(verb, ns))
-        result = call(verb.name, params)
+        with output.Working(f"hivemem {verb.cli_name}", verb.long and not json_mode):
+            result = call(verb.name, params)
     except HivememError as exc:
         return output.error(exc, json_mode)
     code = output.result(verb.name, result, json_mode)

@@ -29,6 +29,7 @@ def limits_from(config: config_mod.Config) -> Limits:
         recall_session_limit=config["recall.session_limit"],
         recall_record_chars=config["recall.max_record_chars"],
         recall_total_chars=config["recall.max_total_chars"],
+        backups_keep=config["backups.keep"],
     )
 
 

@@ -14,7 +14,17 @@ from hivemem.store.sqlite.db import connect, read_only, start_cause
 from hivemem.store.sqlite.migrations import Progress, check_header, open_and_migrate
 from hivemem.store.sqlite.store import SQLiteStore
 
-__all__ = ["BACKEND_ERRORS", "Limits", "Progress", "SQLiteStore", "Store", "open_reader", "open_store", "start_cause"]
+__all__ = [
+    "BACKEND_ERRORS",
+    "Limits",
+    "Progress",
+    "SQLiteStore",
+    "Store",
+    "open_reader",
+    "open_store",
+    "restore",
+    "start_cause",
+]
 
 BACKEND_ERRORS: tuple[type[BaseException], ...] = (apsw.Error,)  # what opening a store may raise, untranslated
 
@@ -36,3 +46,11 @@ def open_reader(path: str, limits: Limits | None = None) -> SQLiteStore:
     """A read-only connection to an existing, current store."""
     check_header(path)
     return SQLiteStore(connect(path, readonly=True), path, limits or Limits(), readonly=True)
+
+
+def restore(store_path: str, source: str, keep: int) -> dict[str, object]:
+    """Replace the store at `store_path` with a validated copy of the backup `source` while no daemon serves it,
+    keeping the current store in backups/; returns {path, from, previous, check}."""
+    from hivemem.store.sqlite.operations import restore as swap
+
+    return swap(store_path, source, keep, open_store)

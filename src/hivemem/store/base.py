@@ -15,20 +15,25 @@ from typing import Any, Protocol
 
 from hivemem.auth import Principal, Readable
 from hivemem.records import (
+    BackupMade,
     Captured,
     Challenged,
+    CheckReport,
     ClientAdded,
     ClientPage,
     ClientRemoved,
     Deleted,
     Event,
     EventPage,
+    Exported,
     History,
     Hit,
+    Imported,
     MemoryPage,
     MemoryRead,
     Moved,
     Relating,
+    Repair,
     Restored,
     Session,
     SessionEnded,
@@ -41,6 +46,7 @@ from hivemem.records import (
 )
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
+from hivemem.store.transfer_check import Document
 
 Visible = Callable[[int, str], bool]  # (session number, reporter principal) -> may the caller read it?
 Keep = Callable[[dict[str, Any]], bool]  # an event as shown -> may the caller see it?
@@ -107,6 +113,17 @@ class Search(Protocol):
     def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]: ...
 
 
+class Operations(Protocol):
+    """Export, import, integrity, repair and backup (SPEC 12): files the daemon writes and reads itself."""
+
+    def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
+               include_deleted: bool, every_session: bool) -> Exported: ...  # fmt: skip
+    def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported: ...
+    def check(self) -> CheckReport: ...
+    def repair_fts(self, apply: bool) -> Repair: ...
+    def backup(self, dest: str) -> BackupMade: ...
+
+
 class Governance(Protocol):
     """Drafts, review, challenges, archive, relations, move and a memory's audit (SPEC 8)."""
 
@@ -142,6 +159,8 @@ class Store(Protocol):
     def events(self) -> Events: ...
     @property
     def search(self) -> Search: ...
+    @property
+    def operations(self) -> Operations: ...
     @property
     def governance(self) -> Governance: ...
     @property

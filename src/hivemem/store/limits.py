@@ -17,3 +17,4 @@ class Limits:
     recall_session_limit: int = 12
     recall_record_chars: int = 1000
     recall_total_chars: int = 6000
+    backups_keep: int = 5

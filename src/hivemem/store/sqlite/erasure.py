@@ -9,7 +9,7 @@ import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
 from hivemem.store.sqlite import fts_index
-from hivemem.store.sqlite.db import atomic, connect
+from hivemem.store.sqlite.db import atomic, connect, translate
 
 
 def checkpoint(conn: apsw.Connection) -> None:
@@ -18,6 +18,10 @@ def checkpoint(conn: apsw.Connection) -> None:
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
     except apsw.BusyError:
         busy = 1
+    except apsw.Error as exc:  # an I/O error or a full disk: the purge committed, the WAL still holds the text
+        error = translate(exc)
+        error.message = f"purged, but the WAL checkpoint failed ({error.message}); it runs at next start"
+        raise error from None
     if busy:
         raise Unavailable("store_busy", "purged, but the WAL checkpoint could not finish; it runs at next start")
 

@@ -7,23 +7,24 @@ daemon's own connection. New checks are one function each, added to CHECKS.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
 
 import apsw
 
-from hivemem.store import open_reader
+from hivemem.params import MAX_TAGS, TAG_RE
+from hivemem.store.sqlite import fts5, schema
 from hivemem.store.sqlite.audit import verify_chain
-from hivemem.store.sqlite.db import all_rows
+from hivemem.store.sqlite.db import all_rows, connect
 from hivemem.store.sqlite.migrations import check_header
-from hivemem.store.sqlite.schema import VERSION
 from hivemem.store.sqlite.secret_scan import Progress, Report, scan_stored
 
 Finding = dict[str, Any]
 Check = Callable[[apsw.Connection], list[Finding]]
 MIN_SQLITE = (3, 42, 0)
-SCHEMA_VERSION = VERSION  # the version a new store is created at
+SCHEMA_VERSION = schema.VERSION  # the version a new store is created at
 
 
 def finding(check: str, detail: str, *, memory: int | None = None, event: int | None = None) -> Finding:
@@ -70,8 +71,97 @@ def events_chain(conn: apsw.Connection) -> list[Finding]:
     return [finding("events.chain", f"event {broken} does not match the chain", event=broken)]
 
 
+def fts_missing(conn: apsw.Connection) -> list[Finding]:
+    """Live, active memories without a memory_fts row."""
+    rows = all_rows(conn, "SELECT id FROM memory_fts_source WHERE id NOT IN (SELECT id FROM memory_fts_docsize)")
+    return [finding("fts.missing", "live, active memory has no search index row", memory=r[0]) for r in rows]
+
+
+def fts_orphaned(conn: apsw.Connection) -> list[Finding]:
+    """memory_fts rows for a memory that is absent, deleted, draft or archived."""
+    rows = all_rows(conn, "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT id FROM memory_fts_source)")
+    return [finding("fts.orphaned", "search index row for a memory that is absent, deleted, draft or archived",
+                    memory=r[0]) for r in rows]  # fmt: skip
+
+
+def fts_mismatched(conn: apsw.Connection) -> list[Finding]:
+    """FTS5's own integrity check, which re-tokenizes every live, active row (title, content, tags, space token).
+
+    FTS5 says only that the index and the rows differ, not where; a missing or orphaned row also makes it fail,
+    so it is reported as a mismatch only when neither explains it.
+    """
+    try:
+        conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")
+    except apsw.ReadOnlyError:  # a read-only handle (doctor's file check) cannot run it; `store check` can
+        return []
+    except apsw.Error as exc:
+        if fts_missing(conn) or fts_orphaned(conn):
+            return []
+        return [finding("fts.mismatched", f"the search index differs from the canonical rows: {exc}")]
+    return []
+
+
+def tags_invalid(conn: apsw.Connection) -> list[Finding]:
+    """Stored tags outside the grammar, more than 16, or repeated."""
+    found = []
+    for memory, tags in all_rows(conn, "SELECT id, tags FROM memories WHERE tags != ''"):
+        items = tags.split(" ")
+        if len(items) > MAX_TAGS or len(set(items)) != len(items) or not all(TAG_RE.match(t) for t in items):
+            found.append(finding("tags.invalid", "tags break the tag grammar, repeat, or are over 16", memory=memory))
+    return found
+
+
+def _normal(sql: str | None) -> str:
+    return " ".join((sql or "").split())
+
+
+@functools.cache
+def expected_schema() -> dict[str, str]:
+    """name -> SQL of every schema object a new store has (tables, the FTS table and its shadows, indexes)."""
+    conn = apsw.Connection(":memory:")
+    try:
+        fts5.prepare(conn)
+        conn.execute(schema.V2)
+        return {name: _normal(sql) for name, sql in all_rows(conn, "SELECT name, sql FROM sqlite_master")}
+    finally:
+        conn.close()
+
+
+def schema_unexpected(conn: apsw.Connection) -> list[Finding]:
+    """Schema objects whose SQL differs from what this version creates, or that are missing or extra."""
+    found = {name: _normal(sql) for name, sql in all_rows(conn, "SELECT name, sql FROM sqlite_master")}
+    want = expected_schema()
+    out = [finding("schema.unexpected", f"{name}: missing") for name in sorted(set(want) - set(found))]
+    out += [finding("schema.unexpected", f"{name}: SQL differs from the expected") for name in sorted(want)
+            if name in found and found[name] != want[name]]  # fmt: skip
+    out += [finding("schema.unexpected", f"{name}: not part of the schema") for name in sorted(set(found) - set(want))
+            if not name.startswith("sqlite_")]  # fmt: skip
+    return out
+
+
+def vectors_length(conn: apsw.Connection) -> list[Finding]:
+    """Vectors whose byte length is not a whole number of f32s, or differs from the rest of their model's."""
+    rows = all_rows(conn, "SELECT memory, model, length(embedding) FROM memory_vectors ORDER BY memory")
+    usual: dict[str, int] = {}
+    for _, model, size in rows:
+        usual.setdefault(model, size)
+    return [finding("vectors.length", f"{size} bytes; {model} vectors here have {usual[model]}", memory=memory)
+            for memory, model, size in rows if size % 4 or size == 0 or size != usual[model]]  # fmt: skip
+
+
 QUICK: dict[str, Check] = {"integrity": quick}
-CHECKS: dict[str, Check] = {"integrity": integrity, "foreign_keys": foreign_keys, "events.chain": events_chain}
+CHECKS: dict[str, Check] = {
+    "integrity": integrity,
+    "foreign_keys": foreign_keys,
+    "fts.missing": fts_missing,
+    "fts.orphaned": fts_orphaned,
+    "fts.mismatched": fts_mismatched,
+    "tags.invalid": tags_invalid,
+    "schema.unexpected": schema_unexpected,
+    "vectors.length": vectors_length,
+    "events.chain": events_chain,
+}
+FTS: dict[str, Check] = {name: CHECKS[name] for name in ("fts.missing", "fts.orphaned", "fts.mismatched")}
 
 
 def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS) -> list[Finding]:
@@ -100,11 +190,11 @@ def check_file(path: str, checks: dict[str, Check] = QUICK) -> list[Finding]:
     """
     old = os.umask(0o077)
     try:
-        store = open_reader(path)
+        conn = _open_read_only(path)
         try:
-            return run(store.conn, checks)
+            return run(conn, checks)
         finally:
-            store.close()
+            conn.close()
     finally:
         os.umask(old)
 
@@ -113,13 +203,19 @@ def scan_secrets(path: str, budget_s: float, progress: Progress | None = None) -
     """Scan the live memories of the store file for secrets (read-only, under umask 077), within `budget_s`."""
     old = os.umask(0o077)
     try:
-        store = open_reader(path)
+        conn = _open_read_only(path)
         try:
-            return scan_stored(store.conn, budget_s, progress)
+            return scan_stored(conn, budget_s, progress)
         finally:
-            store.close()
+            conn.close()
     finally:
         os.umask(old)
+
+
+def _open_read_only(path: str) -> apsw.Connection:
+    """A read-only connection to an existing store file of this version (a foreign or newer one is refused)."""
+    check_header(path)
+    return connect(path, readonly=True)
 
 
 def schema_version(path: str) -> int:

@@ -189,7 +189,7 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
     """Write a new memory at revision 1 with its index entry, version and event, inside the caller's transaction.
 
     `action` names the version and the event (`add` is memory.added, `capture` memory.captured, `move`
-    memory.moved); `author` keeps the creator of a moved memory."""
+    memory.moved, `import` memory.imported); `author` keeps the creator of a moved memory."""
     at = now()
     f: dict[str, Any] = {
         "space": p["space"], "kind": p.get("kind") or "note", "title": p.get("title") or "",
@@ -199,7 +199,7 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
         "review_after": p.get("review_after") or None, "expires_at": p.get("expires_at") or None,
         "revision": 1, "updated": at,
     }  # fmt: skip
-    if f["review_after"] is None and action != "move":  # a moved memory keeps its dates as they were
+    if f["review_after"] is None and action not in ("move", "import"):  # these keep their dates as they were
         f["review_after"] = _default_review(limits, f["kind"], at)
     principal, label = author or (actor.id, actor.label)
     conn.execute(
@@ -213,9 +213,17 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
     f["id"] = conn.last_insert_rowid()
     _index(conn, f["id"], f["title"], f["content"], f["tags"])
     _version(conn, limits, f, action, actor)
-    event = {"add": "memory.added", "capture": "memory.captured", "move": "memory.moved"}[action]
+    event = {"add": "memory.added", "capture": "memory.captured", "move": "memory.moved", "import": "memory.imported"}[
+        action
+    ]
     audit.append(conn, event, actor, space=f["space"], memory=f["id"], session=session, revision=1, data=data)
     return int(f["id"])
+
+
+def live_duplicate(conn: apsw.Connection, space: str, content: str) -> int | None:
+    """The live memory of `space` holding this content (NFC-equal), if any."""
+    dup = _live_duplicate(conn, space, sha256(content))
+    return int(dup[0]) if dup else None
 
 
 def _json(value: Any) -> str | None:

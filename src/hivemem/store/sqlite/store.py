@@ -40,6 +40,7 @@ from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, clients, erasure, governance, listing, memories, search, sessions
 from hivemem.store.sqlite.db import atomic, check_path, connect, keep_files_on_close, scalar
+from hivemem.store.sqlite.operations import SQLiteOperations
 
 
 class SQLiteStore:
@@ -58,6 +59,7 @@ class SQLiteStore:
         self._clients = SQLiteClients(self)
         self._events = SQLiteEvents(self)
         self._search = SQLiteSearch(self)
+        self._operations = SQLiteOperations(self)
         self._governance = SQLiteGovernance(self)
 
     @property
@@ -79,6 +81,10 @@ class SQLiteStore:
     @property
     def search(self) -> SQLiteSearch:
         return self._search
+
+    @property
+    def operations(self) -> SQLiteOperations:
+        return self._operations
 
     @property
     def governance(self) -> SQLiteGovernance:

@@ -1,0 +1,74 @@
+"""The Operations repository of the SQLite store (SPEC 12): export, import, check, repair-fts and backup."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Protocol, cast
+
+import apsw
+
+from hivemem.auth import Principal
+from hivemem.records import BackupMade, CheckReport, Exported, Imported, Repair
+from hivemem.store import files
+from hivemem.store.limits import Limits
+from hivemem.store.sqlite import backup, integrity, repair, transfer
+from hivemem.store.transfer_check import Document
+
+
+class Host(Protocol):
+    """What these operations need of the SQLite store (named here, not imported: the store imports this)."""
+
+    conn: apsw.Connection
+    limits: Limits
+
+    @property
+    def data_dir(self) -> str: ...
+    def close(self, *, checkpoint: bool = False, moved: bool = False) -> None: ...
+
+
+class SQLiteOperations:
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Host) -> None:
+        self._store = store
+
+    def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
+               include_deleted: bool, every_session: bool) -> Exported:  # fmt: skip
+        result = transfer.export(self._store.conn, actor, dest, keep, spaces, include_deleted, every_session)
+        return cast(Exported, result)
+
+    def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported:
+        if dry_run:
+            return cast(Imported, transfer.dry_run(self._store.conn, doc))
+        return cast(Imported, transfer.apply(self._store.conn, self._store.limits, actor, doc))
+
+    def check(self) -> CheckReport:
+        return cast(CheckReport, integrity.report(integrity.run(self._store.conn)))
+
+    def repair_fts(self, apply: bool) -> Repair:
+        if not apply:
+            return cast(Repair, repair.preview(self._store.conn))
+        backups = files.default_dir(self._store.data_dir, "backups")
+        return cast(Repair, repair.rebuild(self._store.conn, backups, self._store.limits.backups_keep))
+
+    def backup(self, dest: str) -> BackupMade:
+        return cast(BackupMade, backup.backup(self._store.conn, dest))
+
+
+def restore(store_path: str, source: str, keep: int, open_store: Callable[[str], Host]) -> dict[str, object]:
+    """Swap in a validated backup under the store lock, then open it and run every check (D103)."""
+    from hivemem.paths import ensure_dir
+
+    old = os.umask(0o077)  # it runs in the CLI: what it creates (WAL, backups/) is private whatever the umask
+    try:
+        ensure_dir(os.path.dirname(store_path))
+        with backup.store_locked(store_path):
+            result = backup.restore(store_path, source, keep)
+            store = open_store(store_path)
+            try:
+                return {**result, "check": integrity.report(integrity.run(store.conn))}
+            finally:
+                store.close()
+    finally:
+        os.umask(old)

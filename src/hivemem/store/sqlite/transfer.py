@@ -1,0 +1,219 @@
+"""Export and import documents (SPEC 12.1): the daemon writes and reads them; they never cross the socket.
+
+An export is written row by row to a private temporary file beside its destination, so the store is never held
+in memory, then published under its name without replacing anything. An import is validated whole first
+(`transfer_check`), then planned and applied in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import apsw
+
+from hivemem.auth import Principal
+from hivemem.store import files
+from hivemem.store.limits import Limits
+from hivemem.store.sqlite import audit, memories, sessions
+from hivemem.store.sqlite.db import all_rows, atomic, now, scalar, snapshot
+from hivemem.store.transfer_check import Document
+
+FORMAT, VERSION = "hivemem.export", 1
+Keep = Callable[[str, int], bool]  # (space, memory) -> may the caller export it
+
+
+def store_id(conn: apsw.Connection) -> str:
+    return str(scalar(conn, "SELECT value FROM meta WHERE key = 'store_id'"))
+
+
+def export(conn: apsw.Connection, actor: Principal, dest: str, keep: Keep, spaces: list[str] | None,
+           include_deleted: bool, every_session: bool) -> dict[str, Any]:  # fmt: skip
+    """Write the export document of what `keep` lets through to `dest` (0600, fsynced, never replacing a file)
+    and record `memory.exported`; returns {path, memories, bytes}."""
+    with atomic(conn), files.private_output(dest) as out:
+        count, seen = _write_document(conn, out, keep, spaces, include_deleted, every_session)
+        size = out.size
+        data = {"memories": count, "bytes": size, "spaces": sorted(seen)}
+        audit.append(conn, "memory.exported", actor, data=data)
+    return {"path": dest, "memories": count, "bytes": size}
+
+
+def _write_document(conn: apsw.Connection, out: files.Output, keep: Keep, spaces: list[str] | None,
+                    include_deleted: bool, every_session: bool) -> tuple[int, set[str]]:  # fmt: skip
+    head = {"format": FORMAT, "version": VERSION, "exported": now(), "store_id": store_id(conn)}
+    out.write(_json(head)[:-1] + ',"memories":[')
+    ids: set[int] = set()
+    used_sessions: set[int] = set()
+    seen: set[str] = set()
+    for row in _memory_rows(conn, spaces, include_deleted):
+        if not keep(row[1], row[0]):
+            continue
+        out.write(("," if ids else "") + _json(memories.shape(row, deleted=True)))
+        ids.add(row[0])
+        seen.add(row[1])
+        if row[18] is not None:
+            used_sessions.add(int(row[18]))
+    out.write('],"relations":')
+    out.write(_json(_relations(conn, ids)))
+    out.write(',"sessions":')
+    out.write(_json(_sessions(conn, None if every_session else used_sessions)) + "}\n")
+    return len(ids), seen
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _memory_rows(conn: apsw.Connection, spaces: list[str] | None, include_deleted: bool) -> Iterator[Any]:
+    where = [] if include_deleted else ["deleted IS NULL"]
+    args: list[Any] = []
+    if spaces is not None:
+        where.append(f"space IN ({','.join('?' * len(spaces))})")
+        args += spaces
+    sql = f"SELECT {memories.COLUMNS} FROM memories"
+    yield from conn.execute(sql + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id", args)
+
+
+def _relations(conn: apsw.Connection, ids: set[int]) -> list[dict[str, Any]]:
+    """Relations whose both ends are exported."""
+    rows = all_rows(conn, "SELECT source_memory, target_memory, relation, reason, principal, label, created "
+                          "FROM memory_relations ORDER BY id")  # fmt: skip
+    out = []
+    for source, target, relation, reason, principal, label, created in rows:
+        if source in ids and target in ids:
+            item = {"source": memories.mid(source), "target": memories.mid(target), "relation": relation}
+            out.append(item | ({"reason": reason} if reason else {}) |
+                       {"author": memories.by(principal, label), "created": created})  # fmt: skip
+    return out
+
+
+def _sessions(conn: apsw.Connection, used: set[int] | None) -> list[dict[str, Any]]:
+    """Every session (`used` None), or those the exported memories name and their ancestors, oldest first."""
+    rows = all_rows(conn, f"SELECT {sessions.COLUMNS} FROM sessions ORDER BY id")
+    if used is not None:
+        parent = {int(r[0]): r[3] for r in rows}
+        wanted: set[int] = set()
+        for start in used:
+            n: int | None = start
+            while n is not None and n not in wanted:  # ids only grow along a chain, so this ends
+                wanted.add(n)
+                n = parent.get(n)
+        rows = [r for r in rows if int(r[0]) in wanted]
+    return [sessions.shape(r) for r in rows]
+
+
+def plan(conn: apsw.Connection, doc: Document) -> tuple[dict[str, int], set[str]]:
+    """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and the ids it would add."""
+    counts = {"add": 0, "duplicate": 0, "skip": 0}
+    planned: set[tuple[str, bytes]] = set()
+    adds: set[str] = set()
+    for m in doc.memories:
+        if m.get("deleted"):
+            counts["skip"] += 1
+            continue
+        key = (m["space"], memories.sha256(m["content"]))
+        if key in planned or memories.live_duplicate(conn, m["space"], m["content"]) is not None:
+            counts["duplicate"] += 1
+        else:
+            planned.add(key)
+            adds.add(m["id"])
+            counts["add"] += 1
+    return counts, adds
+
+
+def dry_run(conn: apsw.Connection, doc: Document) -> dict[str, Any]:
+    with snapshot(conn):
+        return {"planned": plan(conn, doc)[0], "applied": False}
+
+
+def apply(conn: apsw.Connection, limits: Limits, actor: Principal, doc: Document) -> dict[str, Any]:
+    """Apply a validated document in one transaction: sessions, then memories, then relations."""
+    with atomic(conn):
+        planned, adds = plan(conn, doc)
+        wanted = _needed_sessions(doc, adds)
+        session_ids = {s["session"]: _import_session(conn, actor, s, doc) for s in doc.sessions
+                       if s["session"] in wanted or s.get("harness_session")}  # fmt: skip
+        at = now()
+        ids: dict[str, int] = {}
+        for m in doc.memories:
+            if not m.get("deleted"):
+                ids[m["id"]] = _import_memory(conn, limits, actor, m, session_ids.get(m.get("session", "")), at, doc)
+        for r in doc.relations:
+            if r["source"] in ids and r["target"] in ids:
+                _import_relation(conn, actor, ids[r["source"]], ids[r["target"]], r, at)
+    return {"planned": planned, "applied": True}
+
+
+def _needed_sessions(doc: Document, adds: set[str]) -> set[str]:
+    """The sessions that memories being added name, with their ancestors. A session the store may already
+    hold is found by its harness session id; one without that id is imported only when needed, so importing
+    the same document again adds nothing."""
+    parent = {s["session"]: s.get("parent") for s in doc.sessions}
+    wanted: set[str] = set()
+    for m in doc.memories:
+        n = m.get("session") if m["id"] in adds else None
+        while n is not None and n not in wanted:  # parents have lower numbers: this ends
+            wanted.add(n)
+            n = parent.get(n)
+    return wanted
+
+
+def _import_session(conn: apsw.Connection, actor: Principal, s: dict[str, Any], doc: Document) -> int:
+    found = sessions.existing(conn, s["harness"], s.get("harness_session"))
+    if found is not None:
+        return found
+    parent = doc.session_ids.get(s.get("parent", ""))
+    conn.execute(
+        "INSERT INTO sessions(harness, harness_session, parent, relation, cwd, principal, label, started, ended) "
+        "VALUES (?,?,?,?,?,?,?,?,?)",
+        (s["harness"], s.get("harness_session"), parent, s.get("relation") if parent else None, s.get("cwd"),
+         actor.id, actor.label, s["started"], s.get("ended")),
+    )  # fmt: skip
+    n = int(conn.last_insert_rowid())
+    doc.session_ids[s["session"]] = n
+    audit.append(conn, "session.started", actor, session=n, data={"imported": s["session"]})
+    return n
+
+
+def _import_memory(conn: apsw.Connection, limits: Limits, actor: Principal, m: dict[str, Any], session: int | None,
+                   at: str, doc: Document) -> int:  # fmt: skip
+    existing = memories.live_duplicate(conn, m["space"], m["content"])
+    if existing is not None:
+        return existing
+    p = {k: m[k] for k in ("space", "kind", "title", "content", "tags", "source", "confidence", "confidence_state",
+                           "review_after", "expires_at") if m.get(k) is not None}  # fmt: skip
+    p["provenance"] = provenance(m, doc.store_id)
+    data = {"original_id": m["id"], "original_store": doc.store_id}
+    return memories.insert(conn, limits, actor, p, session, status=m.get("status", "active"), action="import",
+                           data=data)  # fmt: skip
+
+
+PROVENANCE_BYTES = 2048
+
+
+def provenance(m: dict[str, Any], original_store: str) -> dict[str, Any]:
+    """`kind: import` with the original store, id and author label; the claim's other members are kept while
+    the whole stays within its bound (SPEC 2.3)."""
+    author = m.get("author", {})
+    origin = {"kind": "import", "surface": "import", "original_store": original_store, "original_id": m["id"],
+              "original_author": str(author.get("label") or author.get("principal") or "")}  # fmt: skip
+    claim = {k: v for k, v in (m.get("provenance") or {}).items() if k not in origin}
+    merged = {**claim, **origin}
+    if len(json.dumps(merged, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) > PROVENANCE_BYTES:
+        return origin
+    return merged
+
+
+def _import_relation(conn: apsw.Connection, actor: Principal, source: int, target: int, r: dict[str, Any],
+                     at: str) -> None:  # fmt: skip
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_relations(source_memory, target_memory, relation, reason, principal, label, "
+        "created) VALUES (?,?,?,?,?,?,?)",
+        (source, target, r["relation"], r.get("reason"), actor.id, actor.label, at),
+    )
+    if conn.changes():
+        space = memories.space_of(conn, source)
+        data = {"target": memories.mid(target), "relation": r["relation"]}
+        audit.append(conn, "relation.created", actor, space=space, memory=source, data=data)

@@ -1,0 +1,169 @@
+"""Governance pages: the review queue, drafts to confirm or discard, and challenge/confirm/archive actions.
+
+They appear when the daemon's manifest has the governance verbs; destructive challenges preview first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from hivemem.errors import InvalidParams
+from hivemem.web import html
+from hivemem.web.app import PAGE, Owner, Request, Response, redirect
+
+OUTCOMES = ("still_valid", "needs_review", "stale", "wrong", "superseded")
+DESTRUCTIVE = ("stale", "wrong", "superseded")
+ROWS = ("id", "space", "kind", "title", "text", "why", "updated", "")
+
+
+def available(owner: Owner) -> bool:
+    return (owner.has("memory.review") and owner.has("memory.confirm") and owner.has("memory.challenge")
+            and owner.has("memory.archive"))  # fmt: skip
+
+
+def _absent() -> Response:
+    body = '<p class="empty">This version of hivemem has no review queue or drafts.</p>'
+    return Response(404, html.page("Not available", body))
+
+
+def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
+    """The governance forms a memory's page offers, by its status."""
+    if not available(owner):
+        return ""
+    mid, rev = m["id"], m["revision"]
+    if m["status"] == "draft":
+        return "<h3>Draft</h3><p>Confirm it as it stands, or with the edits above; discard it with Delete.</p>" + (
+            html.form(f"/memory/{mid}/confirm", req.csrf, html.hidden("revision", rev), "Confirm draft")
+        )
+    if m["status"] == "archived":
+        return html.form(f"/memory/{mid}/restore", req.csrf, "", "Restore from archive")
+    fields = (
+        html.hidden("revision", rev)
+        + html.select("outcome", "Outcome", OUTCOMES)
+        + html.text_input("replacement", "Replacement (for superseded)", "", placeholder="m12")
+        + html.text_input("reason", "Reason", "")
+    )
+    return (
+        "<h3>Challenge</h3>"
+        + html.form(f"/memory/{mid}/challenge", req.csrf, fields, "Challenge")
+        + html.form(f"/memory/{mid}/archive", req.csrf, html.hidden("revision", rev), "Archive")
+    )
+
+
+def review(owner: Owner, req: Request) -> Response:
+    """Memories due for review or expired, oldest due first, each with its challenge form."""
+    if not available(owner):
+        return _absent()
+    page = owner.call("memory.review", spaces=req.spaces(), after=req.arg("after") or None, limit=PAGE)
+    rows = [_row(m, _challenge_inline(req, m)) for m in page["memories"]]
+    body = (
+        "<p>Due (review date passed or marked needs_review) and expired memories. "
+        "Stale, wrong and superseded outcomes show a preview before anything changes.</p>"
+        + html.table(ROWS, rows, empty="Nothing is due for review.")
+        + _pager("/review", req, page.get("next"))
+    )
+    return Response(body=html.page("Review queue", body, memories=True))
+
+
+def drafts(owner: Owner, req: Request) -> Response:
+    """Drafts proposed by agents: confirm (optionally after editing) or discard."""
+    if not available(owner):
+        return _absent()
+    page = owner.call("memory.list", status="draft", spaces=req.spaces(), after=req.arg("after") or None, limit=PAGE)
+    rows = []
+    for m in page["memories"]:
+        confirm = html.form(f"/memory/{m['id']}/confirm", req.csrf, html.hidden("revision", m["revision"]), "Confirm")
+        discard = html.form(f"/memory/{m['id']}/delete", req.csrf, html.hidden("revision", m["revision"]), "Discard")
+        rows.append(_row(m, confirm + discard + html.link(f"/memory/{m['id']}", "Edit first")))
+    body = (
+        "<p>Drafts are what agents inferred; they are never searched or recalled until a person confirms them.</p>"
+        + html.table(ROWS, rows, empty="No draft is waiting.")
+        + _pager("/drafts", req, page.get("next"))
+    )
+    return Response(body=html.page("Drafts", body, memories=True))
+
+
+def _row(m: dict[str, Any], controls: str) -> list[str]:
+    return [
+        html.link(f"/memory/{m['id']}", m["id"]),
+        html.esc(m["space"]),
+        html.esc(m["kind"]),
+        html.esc(m.get("title", "")),
+        html.esc(m.get("snippet", "")),
+        html.esc(m.get("review", m["status"])),
+        html.esc(m.get("updated", "")),
+        controls,
+    ]
+
+
+def _challenge_inline(req: Request, m: dict[str, Any]) -> str:
+    fields = html.hidden("revision", m["revision"]) + html.select("outcome", "", OUTCOMES)
+    fields += html.text_input("replacement", "", "", placeholder="replacement id")
+    return html.form(f"/memory/{m['id']}/challenge", req.csrf, fields, "Challenge")
+
+
+def _pager(base: str, req: Request, next_id: str | None) -> str:
+    if not next_id:
+        return ""
+    params = {k: v[0] for k, v in req.query.items() if v and k != "after"}
+    return f'<p class="pager">{html.link(base + "?" + urlencode({**params, "after": next_id}), "More →")}</p>'
+
+
+def challenge(owner: Owner, req: Request, mid: str) -> Response:
+    """Apply a non-destructive outcome; a destructive one is previewed and applied only from the preview's form."""
+    outcome = req.field("outcome") or ""
+    if outcome not in OUTCOMES:
+        raise InvalidParams("range", f"outcome must be one of {', '.join(OUTCOMES)}", param="outcome")
+    params = {
+        "id": mid,
+        "revision": req.integer("revision"),
+        "outcome": outcome,
+        "reason": req.field("reason") or None,
+        "replacement": req.field("replacement") or None,
+    }
+    confirmed = req.field("confirm") == "1" and outcome in DESTRUCTIVE
+    result = owner.call("memory.challenge", **params, confirm=True if confirmed else None)
+    if result.get("applied"):
+        return redirect(f"/memory/{mid}")
+    return _preview(owner, req, mid, params, result)
+
+
+def _preview(owner: Owner, req: Request, mid: str, params: dict[str, Any], result: dict[str, Any]) -> Response:
+    m = owner.call("memory.get", id=mid)
+    keep = "".join(html.hidden(k, v) for k, v in params.items() if k != "id" and v is not None)
+    apply = html.form(
+        f"/memory/{mid}/challenge",
+        req.csrf,
+        keep + html.hidden("confirm", "1"),
+        f"Apply: {params['outcome']}",
+        danger=True,
+    )
+    replacement = f" and record that {params['replacement']} supersedes it" if params.get("replacement") else ""
+    body = (
+        f"<p>Preview: challenging {html.esc(mid)} as <strong>{html.esc(params['outcome'])}</strong> would "
+        f"{html.esc(result.get('effect', 'change'))} it (confidence state deprecated){html.esc(replacement)}. "
+        "Nothing has changed yet.</p>"
+        + html.pre(m["content"])
+        + apply
+        + f"<p>{html.link(f'/memory/{mid}', 'Cancel')}</p>"
+    )
+    return Response(body=html.page(f"Preview: challenge {mid}", body, memories=True))
+
+
+def confirm(owner: Owner, req: Request, mid: str) -> Response:
+    """Confirm a draft as it stands, or with the edits its form carries (only the fields the form sent)."""
+    tags = req.field("tags")
+    edits = {
+        "content": req.field("content"),
+        "title": req.field("title"),
+        "kind": req.field("kind") or None,
+        "tags": None if tags is None else [t.strip() for t in tags.split(",") if t.strip()],
+    }
+    owner.call("memory.confirm", id=mid, revision=req.integer("revision"), **edits)
+    return redirect(f"/memory/{mid}")
+
+
+def archive(owner: Owner, req: Request, mid: str) -> Response:
+    owner.call("memory.archive", id=mid, revision=req.integer("revision"))
+    return redirect(f"/memory/{mid}")

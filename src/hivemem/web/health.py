@@ -1,0 +1,154 @@
+"""Store pages: session chains, clients and their grants (read-only), and store health with small charts."""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from typing import Any
+from urllib.parse import urlencode
+
+from hivemem.web import html
+from hivemem.web.app import PAGE, Owner, Request, Response
+from hivemem.web.memories import memory_table
+
+CHART_DAYS = 30
+CHART_EVENTS = 5000  # events read for a chart at most (5 pages of the daemon's maximum), so the page stays fast
+CHART_SPACES = 6
+
+
+def sessions(owner: Owner, req: Request) -> Response:
+    page = owner.call("session.list", after=req.arg("after") or None, limit=PAGE)
+    rows = [_session_row(s) for s in page["sessions"]]
+    more = page.get("next")
+    pager = f'<p class="pager">{html.link("/sessions?" + urlencode({"after": more}), "Older →")}</p>' if more else ""
+    headers = ("session", "harness", "harness session", "parent", "relation", "reported by", "started", "ended")
+    return Response(body=html.page("Sessions", html.table(headers, rows, empty="No session yet.") + pager))
+
+
+def _session_row(s: dict[str, Any]) -> list[str]:
+    parent = s.get("parent")
+    return [
+        html.link(f"/session/{s['session']}", s["session"]),
+        html.esc(s.get("harness")),
+        html.esc(s.get("harness_session", "")),
+        html.link(f"/session/{parent}", parent) if parent else "",
+        html.esc(s.get("relation", "")),
+        html.who(s.get("reported_by")),
+        html.esc(s.get("started")),
+        html.esc(s.get("ended", "")),
+    ]
+
+
+def session(owner: Owner, req: Request, sid: str) -> Response:
+    """One session: its chain of ancestors (claims by the harness that reported them) and its memories."""
+    chain = owner.call("session.chain", session=sid)
+    memories = owner.call("memory.list", session=sid, limit=PAGE)["memories"]
+    headers = ("session", "harness", "harness session", "parent", "relation", "reported by", "started", "ended")
+    note = "<p>The chain starts at the oldest ancestor; lineage is a claim made by whoever reported each session.</p>"
+    cut = '<p class="empty">The chain is longer than shown.</p>' if chain.get("truncated") else ""
+    body = (
+        note
+        + html.table(headers, [_session_row(s) for s in chain["chain"]])
+        + cut
+        + "<h2>Memories from this session</h2>"
+        + memory_table(memories)
+    )
+    return Response(body=html.page(f"Session {sid}", body, memories=True))
+
+
+def clients(owner: Owner, req: Request) -> Response:
+    listed = owner.call("client.list")["clients"]
+    rows = [
+        [
+            html.esc(c["name"]),
+            html.esc(c["principal"]),
+            html.esc(_grants(c.get("grants", []))),
+            html.esc(c.get("created", "")),
+            html.esc(c.get("expires") or "never"),
+        ]
+        for c in listed
+    ]
+    note = "<p>Read-only here: add or remove clients with <code>hivemem client add|remove</code>.</p>"
+    body = note + html.table(("name", "principal", "grants", "created", "expires"), rows, empty="No client yet.")
+    return Response(body=html.page("Clients", body))
+
+
+def _grants(grants: list[dict[str, str]]) -> str:
+    return ", ".join(f"{g['right']} {g['scope']}" for g in grants)
+
+
+def health(owner: Owner, req: Request) -> Response:
+    """Doctor's checks, the store's counts, spaces, and charts of what was added and recalled per day."""
+    from hivemem import doctor
+
+    report = doctor.run()
+    checks = [
+        [
+            f'<span class="{html.esc(c["status"])}">{html.esc(c["status"])}</span>',
+            html.esc(c["id"]),
+            html.esc(c["message"]),
+            html.esc(c.get("fix", "")),
+        ]
+        for c in report["checks"]
+    ]
+    status = owner.call("store.status")
+    counts = [(k.replace("_", " ").capitalize(), html.esc(v)) for k, v in status.items()]
+    spaces = owner.call("space.list", limit=PAGE)
+    space_rows = [
+        [
+            html.link("/search?" + urlencode({"spaces": s["space"]}), s["space"]),
+            html.esc(s["memories"]),
+            html.esc(s.get("updated", "")),
+        ]
+        for s in spaces["spaces"]
+    ]
+    body = (
+        "<h2>Doctor</h2>"
+        + html.table(("status", "check", "finding", "fix"), checks)
+        + f"<p>Pending embeddings: {html.esc(status.get('pending', 0))}. Secrets in stored rows are scanned by "
+        "<code>hivemem doctor</code> while no daemon runs.</p>"
+        + "<h2>Store</h2>"
+        + html.dl(counts)
+        + "<h2>Spaces</h2>"
+        + html.table(("space", "memories", "updated"), space_rows, empty="No space yet.")
+        + _charts(owner)
+    )
+    return Response(body=html.page("Store health", body))
+
+
+def _charts(owner: Owner) -> str:
+    days = [
+        (datetime.datetime.now(datetime.UTC).date() - datetime.timedelta(days=n)).isoformat()
+        for n in range(CHART_DAYS - 1, -1, -1)
+    ]
+    added = _per_day(owner, "memory.added", days[0])
+    recalled = _per_day(owner, "memory.recalled", days[0])
+    charts = html.bar_chart("Memories added per day, by space", _series(added, days), days)
+    if recalled:
+        charts += html.bar_chart("Memories recalled per day (usage recording)", _series(recalled, days), days)
+    else:
+        charts += '<p class="empty">No recall was recorded (usage recording is off unless asked for).</p>'
+    return '<section id="activity"><h2>Activity</h2>' + charts + "</section>"
+
+
+def _per_day(owner: Owner, kind: str, since: str) -> Counter[tuple[str, str]]:
+    counts: Counter[tuple[str, str]] = Counter()
+    after, read = None, 0
+    while read < CHART_EVENTS:
+        page = owner.call("events.list", types=[kind], after=after, limit=1000)
+        for e in page["events"]:
+            if e["ts"][:10] < since:
+                return counts
+            counts[(e.get("space", "?"), e["ts"][:10])] += 1
+        read += len(page["events"])
+        after = page.get("next")
+        if not after:
+            break
+    return counts
+
+
+def _series(counts: Counter[tuple[str, str]], days: list[str]) -> dict[str, list[int]]:
+    totals: Counter[str] = Counter()
+    for (space, _), n in counts.items():
+        totals[space] += n
+    return {s: [counts[(s, d)] for d in days] for s, _ in totals.most_common(CHART_SPACES)}
