@@ -25,9 +25,9 @@ import benchlib as bl
 from hivemem.auth import owner
 from hivemem.search.query import search as inprocess_search
 from hivemem.search.terms import terms
+from hivemem.store import open_reader
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite import search as fts
-from hivemem.store.sqlite.db import connect
 from hivemem.store.sqlite.filters import condition
 
 SPACES = 20
@@ -44,11 +44,11 @@ def raw_runner(conn: Any, spaces: list[str] | None) -> Callable[[str], int]:
     return run
 
 
-def local_runner(conn: Any, spaces: list[str] | None) -> Callable[[str], int]:
+def local_runner(store: Any, spaces: list[str] | None) -> Callable[[str], int]:
     flt = Filter(readable=owner().scope("read"), spaces=tuple(spaces) if spaces else None)
 
     def run(query: str) -> int:
-        return len(inprocess_search(conn, query, flt, 10, "auto")["results"])
+        return len(inprocess_search(store, query, flt, 10, "auto")["results"])
 
     return run
 
@@ -72,12 +72,13 @@ def measure(size: int, nqueries: int, keep: bool) -> list[dict[str, Any]]:
         print(f"  prefilled {added:,} memories in {time.perf_counter() - t:.1f} s", file=sys.stderr)
         client = home.client()
         client.call("store.status")  # starts the daemon
-        conn = connect(home.paths.store, readonly=True)
+        store = open_reader(home.paths.store)
+        conn = store.conn
         queries = [gen.query() for _ in range(nqueries)]
         for label, spaces in (("all spaces", None), ("one space", ["bench/s07"])):
             runners = {
                 "raw": raw_runner(conn, spaces),
-                "local": local_runner(conn, spaces),
+                "local": local_runner(store, spaces),
                 "daemon": daemon_runner(client, spaces),
             }
             for q in queries[: min(100, len(queries))]:  # warm caches on every path
@@ -98,7 +99,7 @@ def measure(size: int, nqueries: int, keep: bool) -> list[dict[str, Any]]:
                 row[f"{name}_p50"] = bl.ms(bl.pct(values, 50))
                 row[f"{name}_p99"] = bl.ms(bl.pct(values, 99))
             out.append(row)
-        conn.close()
+        store.close()
         client.close()
     finally:
         home.cleanup(keep)

@@ -201,3 +201,21 @@ def test_a_hook_started_in_the_root_reads_no_project(home: Home) -> None:
     assert result.code == 0 and result.err == ""
     context = json.loads(result.out)["hookSpecificOutput"]["additionalContext"]
     assert "zqx user rule" in context and "zqx root project rule" not in context
+
+
+GRANTS = '[{"right": "read", "scope": "space:user"}]'
+
+
+def test_a_stale_revision_and_a_taken_client_name_say_what_to_do_at_a_terminal(home: Home) -> None:
+    made = home.ok("memory", "add", "--space", "user", "--content", "the build uses make")
+    home.ok("memory", "update", "--id", made["id"], "--revision", "1", "--content", "the build uses just")
+    stale = home.cli("memory", "update", "--id", made["id"], "--revision", "1", "--content", "the build uses ninja")
+    assert stale.code == 5, stale
+    assert "error: conflict.memory_revision" in stale.err
+    assert "fix: read it again (hivemem memory get --id ID) and retry with --revision 2" in stale.err
+    home.ok("client", "add", "--name", "codex", "--grants", GRANTS)
+    taken = home.cli("client", "add", "--name", "codex", "--grants", GRANTS)
+    assert taken.code == 5, taken
+    assert "fix: choose another --name, or first: hivemem client remove --name codex" in taken.err
+    as_json = home.cli("client", "add", "--name", "codex", "--grants", GRANTS, "--json")
+    assert as_json.json["error"]["data"] == {"client": "codex"}, "the wire data stays as it was"

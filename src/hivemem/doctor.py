@@ -117,7 +117,12 @@ class Doctor:
 
     def secrets_stored(self) -> Check:
         if self.hello is not None:
-            return check("secrets.stored", "ok", "skipped while the daemon runs", "hivemem stop && hivemem doctor")
+            return check(
+                "secrets.stored",
+                "ok",
+                "skipped while the daemon runs",
+                "HIVEMEM_TOKEN=@owner hivemem stop && hivemem doctor",
+            )
         if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
             return check("secrets.stored", "ok", "no store yet")
         return stored_secrets(self.paths.store, SCAN_BUDGET_S, self.progress)
@@ -135,7 +140,10 @@ class Doctor:
         version = self.hello.get("version") if self.hello else None
         if version is not None and version != __version__:
             return check(
-                "daemon.version", "warn", f"daemon runs hivemem {version}, this is {__version__}", "hivemem stop"
+                "daemon.version",
+                "warn",
+                f"daemon runs hivemem {version}, this is {__version__}",
+                "HIVEMEM_TOKEN=@owner hivemem stop",
             )
         return check("daemon.version", "ok", f"hivemem {__version__}")
 
@@ -203,8 +211,8 @@ def stored_secrets(path: str, budget_s: float, progress: Progress | None = None)
         fix = "HIVEMEM_TOKEN=@owner hivemem memory purge --id ID, then rotate the credential (docs/security.md)"
         return check("secrets.stored", "fail", f"{len(report.found)} hold a secret: {shown}{more}", fix)
     if not report.complete:
-        return check("secrets.stored", "warn", f"no secret in the newest {where} (time budget reached)")
-    return check("secrets.stored", "ok", f"no secret in {where}")
+        return check("secrets.stored", "warn", f"none of the newest {where} holds a secret (time budget reached)")
+    return check("secrets.stored", "ok", "no live memory holds a secret")
 
 
 def _git_files() -> list[str]:

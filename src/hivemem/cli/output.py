@@ -91,9 +91,27 @@ def error(exc: HivememError, json_mode: bool) -> int:
         sys.stderr.write(f"error: {exc.code}: {exc.message}\n")
         if exc.data.get("usage"):
             sys.stderr.write(f"{exc.data['usage']}\n")
-        if exc.data.get("fix"):
-            sys.stderr.write(f"fix: {exc.data['fix']}\n")
+        fix = exc.data.get("fix") or _cli_fix(exc)
+        if fix:
+            sys.stderr.write(f"fix: {fix}\n")
     return exc.exit_code
+
+
+# Hints for people at a terminal, for errors whose wire data carries no fix (the data stays as the SPEC has it).
+CLI_FIXES = {
+    "conflict.memory_revision": "read it again (hivemem memory get --id ID) and retry with --revision {current}",
+    "conflict.client_exists": "choose another --name, or first: hivemem client remove --name {client}",
+}
+
+
+def _cli_fix(exc: HivememError) -> str | None:
+    hint = CLI_FIXES.get(exc.code)
+    if hint is None:
+        return None
+    try:
+        return hint.format(**exc.data)
+    except (KeyError, IndexError, ValueError):
+        return None
 
 
 def result(verb: str, ok: dict[str, Any], json_mode: bool) -> int:
