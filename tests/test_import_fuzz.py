@@ -19,6 +19,8 @@ from hivemem.errors import HivememError
 from hivemem.store import SQLiteStore, open_store
 from hivemem.store.sqlite.db import scalar
 
+pytestmark = pytest.mark.fault
+
 VALID: dict[str, Any] = {
     "format": "hivemem.export", "version": 1, "store_id": "s-1",
     "memories": [
