@@ -204,7 +204,7 @@ def stored_secrets(path: str, budget_s: float, progress: Progress | None = None)
         report = integrity.scan_secrets(path, budget_s, progress)
     except HivememError as exc:
         return check("secrets.stored", "fail", exc.message)
-    where = f"{report.scanned} of {report.total} live memories" if not report.complete else "every live memory"
+    where = f"{report.scanned} of {report.total} live memories"
     if report.found:
         shown = ", ".join(f"{m} ({kind} in {name})" for m, name, kind in report.found[:SHOWN])
         more = f" and {len(report.found) - SHOWN} more" if len(report.found) > SHOWN else ""
