@@ -131,8 +131,8 @@ def requests(draw: st.DrawFn) -> bytes:
     """A request-shaped object: any id, a real or made-up verb, any params (never a valid write)."""
     verb = draw(st.sampled_from([*READ_VERBS, *WRITE_VERBS, "hello"]) | st.text(max_size=30))
     params: Any = draw(JSON | st.dictionaries(st.text(max_size=12), JSON, max_size=5) | st.integers(0, 60).map(nested))
-    if verb in WRITE_VERBS and isinstance(params, dict):
-        params = {**params, "zz_not_a_param": 1}  # a write never passes validation, so the store cannot change
+    if verb in WRITE_VERBS and (params is None or isinstance(params, dict)):  # null params count as {}
+        params = {**(params or {}), "zz_not_a_param": 1}  # a write never passes validation: the store cannot change
     message: dict[str, Any] = {"verb": verb, "params": params}
     if draw(st.booleans()):
         message["id"] = draw(IDS)
