@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from conftest import Home, client_token
+from conftest import Home, client_token, wait_for
+from embedstub import running
 from hivemem import records, schemas
 from hivemem.client import DaemonClient
 from hivemem.manifest import VERBS
@@ -135,6 +136,26 @@ def test_every_verb_returns_its_declared_shape(home: Home, owner: DaemonClient) 
     call("store.backup", path=os.path.join(home.base, "records-backup.db"))
     call("memory.purge", id=first["id"])
     call("daemon.stop")
+    with running() as stub:  # the same verbs with embeddings on, and the verb that needs them
+        home.config(stub.config())
+        home.ok("whoami")
+        embedded = home.client()
+        try:
+            embedded.call("memory.add", space="user", content="vectors of shapes")
+
+            def settled() -> bool:
+                state = check("store.status", embedded.call("store.status"), seen)
+                return bool(state["pending"] == 0 and state["vectors"] > 0)
+
+            assert wait_for(settled), "every memory embedded"
+            found = check("memory.search", embedded.call("memory.search", query="shapes", spaces=["user"]), seen)
+            assert found["mode"] == "hybrid" and any("vector_rank" in h for h in found["results"])
+            got = check("memory.get", embedded.call("memory.get", id=found["results"][0]["id"]), seen)
+            assert got["embedding"] == "ready"
+            check("memory.recall", embedded.call("memory.recall", spaces=["user"], query="shapes"), seen)
+            check("embeddings.reindex", embedded.call("embeddings.reindex"), seen)
+        finally:
+            embedded.close()
     assert sorted(seen) == sorted(v.name for v in VERBS), "every verb's result is checked"
 
 

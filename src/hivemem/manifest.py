@@ -219,7 +219,7 @@ VERBS: tuple[Verb, ...] = (
             _p("limit", "integer", "Number of results.", default=10, minimum=1, maximum=100),
             _p("record_usage", "boolean", "Write a memory.recalled event per result.", default=False, writes=True),
         ),
-        ("invalid_params.query", "denied.read", "unsupported.embeddings_off"),
+        ("invalid_params.query", "denied.read", "unsupported.embeddings_off", "unavailable.embeddings"),
         examples=('hivemem memory search --query "which zig version" --spaces @project --limit 3',),
         returns_memory_text=True,
     ),
@@ -612,6 +612,19 @@ VERBS += (
         mcp=False,
         writes=True,
         examples=("HIVEMEM_TOKEN=@owner hivemem session purge --session s1",),
+    ),
+    Verb(
+        "embeddings.reindex",
+        "Drop every vector so that the background worker embeds each memory again with the current provider "
+        "(admin); `hivemem store status` shows `pending` going down.",
+        "admin",
+        records.Reindexed,
+        (),
+        ("unsupported.embeddings_off",),
+        mcp=False,
+        writes=True,
+        destructive=True,
+        examples=("HIVEMEM_TOKEN=@owner hivemem embeddings reindex",),
     ),
     Verb(
         "events.list",

@@ -324,6 +324,17 @@ def status(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str
     return store.status(principal.scope("read"), (every, numbers, reporter), principal.is_owner)
 
 
+def reindex(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    """Every vector dropped; the worker, woken by this write, embeds them all again."""
+    runtime = store.embeddings
+    if runtime is None:
+        raise Unsupported("embeddings_off", "embeddings are off: there is nothing to re-embed",
+                          fix="hivemem config set --key embeddings.provider --value local")  # fmt: skip
+    dropped = store.vectors.drop_all()
+    store.after_commit(runtime.index.reset)
+    return {"dropped": dropped, "pending": store.vectors.pending_count(), "embeddings": runtime.kind}
+
+
 def whoami(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     return {**principal.author(), "grants": principal.grant_list()}
 
@@ -504,4 +515,5 @@ HANDLERS: dict[str, Handler] = {
     "store.check": check_store,
     "store.repair_fts": repair_fts,
     "store.backup": backup,
+    "embeddings.reindex": reindex,
 }

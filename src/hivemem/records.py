@@ -64,8 +64,13 @@ class Hit(Shape):
 
 
 class SearchHit(Hit):
+    """A search result: its fused score, and its rank in each list that found it (with the vector list, the
+    cosine similarity too)."""
+
     score: float
-    fts_rank: int
+    fts_rank: NotRequired[int]
+    vector_rank: NotRequired[int]
+    similarity: NotRequired[float]
 
 
 class MemoryRead(Shape):
@@ -304,6 +309,14 @@ class Following(Shape):
 
 class Reloaded(Shape):
     reloaded: bool
+
+
+class Reindexed(Shape):
+    """embeddings.reindex: vectors dropped, memories now pending, and the provider that will embed them."""
+
+    dropped: int
+    pending: int
+    embeddings: str
 
 
 class Exported(Shape):

@@ -8,15 +8,28 @@ import os
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 from hivemem import config as config_mod
 from hivemem import paths, secrets
 from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
+from hivemem.embeddings import EmbeddingError, Settings, make
+from hivemem.embeddings.local import defaults as local_defaults
 from hivemem.errors import Failed, HivememError
 from hivemem.store import BACKEND_ERRORS, Progress, Store, open_store
 from hivemem.store.keys import ensure_owner_key
 from hivemem.store.limits import Limits
+
+if TYPE_CHECKING:
+    from hivemem.daemon.embedder import Worker
+
+
+def tuned(config: config_mod.Config, key: str) -> Any:
+    """A similarity setting: the file's value, else the local model's measured default, else the declared one."""
+    if key in config.explicit or config["embeddings.provider"] != "local":
+        return config[key]
+    return local_defaults(config["embeddings.model"]).get(key, config[key])
 
 
 def limits_from(config: config_mod.Config) -> Limits:
@@ -30,6 +43,9 @@ def limits_from(config: config_mod.Config) -> Limits:
         recall_record_chars=config["recall.max_record_chars"],
         recall_total_chars=config["recall.max_total_chars"],
         backups_keep=config["backups.keep"],
+        recall_min_similarity=tuned(config, "recall.min_similarity"),
+        search_min_similarity=tuned(config, "search.min_similarity"),
+        vector_weight=tuned(config, "search.vector_weight"),
     )
 
 
@@ -68,12 +84,39 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     # The secret detector's import takes a few tenths of a second: build it now, beside the first requests.
     threading.Thread(target=secrets.warm, name="secrets-warm", daemon=True).start()
     server = Server(store, config, owner_key, log, reload=reload)
+    if not store.readonly:
+        server.worker = start_embeddings(store, config, server, log)
     try:
         run(server, sock, where.socket)
     finally:
         locks.release()
         log.write("stopped")
     return server.exit_code
+
+
+def embedding_settings(config: config_mod.Config) -> Settings:
+    return Settings(**{f: config[f"embeddings.{f}"] for f in Settings.__dataclass_fields__})
+
+
+def start_embeddings(store: Store, config: config_mod.Config, server: Server, log: lifecycle.Log) -> Worker | None:
+    """The provider, the index searches use and the worker that fills it; None when embeddings are off or the
+    provider cannot be made (the daemon then serves full text and the log says why)."""
+    settings = embedding_settings(config)
+    try:
+        provider = make(settings)
+    except (EmbeddingError, HivememError) as exc:
+        log.write(f"embeddings: provider {settings.provider} unavailable: {exc}")
+        return None
+    if provider is None:
+        return None
+    from hivemem.daemon.embedder import Worker
+    from hivemem.search.vector import Runtime
+
+    store.embeddings = Runtime(provider, settings.query_timeout_ms, settings.provider)
+    worker = Worker(store, store.embeddings, server.writer, log, max_input_bytes=settings.max_input_bytes,
+                    batch_timeout_ms=settings.batch_timeout_ms, dimensions=settings.dimensions)  # fmt: skip
+    worker.start()
+    return worker
 
 
 START_ERRORS: tuple[type[BaseException], ...] = (HivememError, OSError, *BACKEND_ERRORS)

@@ -52,11 +52,12 @@ class Server:
         self._new_events: asyncio.Event | None = None
         self.exit_code = 0
         self.moved = False
+        self.worker: Any = None  # the embedding worker (daemon.embedder.Worker) when a provider is on
 
     def reader_store(self) -> Store:
         store: Store | None = getattr(self._local, "store", None)
         if store is None:
-            store = self.store.reader()
+            store = self.store.reader()  # it shares the daemon's embeddings, set before serving
             self._local.store = store
             self._reader_stores.append(store)
         return store
@@ -232,6 +233,8 @@ class Server:
 
     def _announce(self) -> None:
         """Wake every following connection: something may have been committed."""
+        if self.worker is not None:
+            self.worker.wake()
         if self._new_events is not None:
             event, self._new_events = self._new_events, asyncio.Event()
             event.set()
@@ -300,6 +303,8 @@ class Server:
 
     def close(self) -> None:
         """Stop the threads, checkpoint the WAL and close every connection."""
+        if self.worker is not None:
+            self.worker.stop()
         self.writer.shutdown(wait=True)
         self.readers.shutdown(wait=True)
         for store in self._reader_stores:

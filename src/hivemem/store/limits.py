@@ -18,3 +18,6 @@ class Limits:
     recall_record_chars: int = 1000
     recall_total_chars: int = 6000
     backups_keep: int = 5
+    recall_min_similarity: float = 0.3
+    search_min_similarity: float = 0.0
+    vector_weight: float = 1.0

@@ -16,7 +16,7 @@ from hivemem.errors import Conflict, InvalidParams, NotFound
 from hivemem.search.terms import stopwords
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
-from hivemem.store.sqlite import audit, memories, search
+from hivemem.store.sqlite import audit, memories, search, vectors
 from hivemem.store.sqlite.db import all_rows, atomic, format_time, now, one, scalar
 from hivemem.store.sqlite.filters import condition
 from hivemem.store.sqlite.listing import item
@@ -113,6 +113,8 @@ def confirm(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
         extra = (memories.sha256(f["content"]), capture_key(f["content"]))
         memories._bump(conn, f, actor, f"{sets}, content_sha256 = ?, capture_key = ?", (*new.values(), *extra))
         memories._index(conn, memory, f["title"], f["content"], f["tags"])
+        if {"title", "content"} & edits.keys():
+            vectors.drop(conn, memory)  # the text it was made from is gone (SPEC 9.2)
         memories._version(conn, limits, f, "confirm", actor, before)
         data = {"fields": sorted(edits)}
         rev = f["revision"]

@@ -15,7 +15,7 @@ from typing import Any
 import apsw
 
 from hivemem.params import MAX_TAGS, TAG_RE
-from hivemem.store.sqlite import fts5, schema
+from hivemem.store.sqlite import fts5, schema, vectors
 from hivemem.store.sqlite.audit import verify_chain
 from hivemem.store.sqlite.db import all_rows, connect
 from hivemem.store.sqlite.migrations import check_header
@@ -206,6 +206,19 @@ def scan_secrets(path: str, budget_s: float, progress: Progress | None = None) -
         conn = _open_read_only(path)
         try:
             return scan_stored(conn, budget_s, progress)
+        finally:
+            conn.close()
+    finally:
+        os.umask(old)
+
+
+def embedding_state(path: str) -> tuple[int, int, str | None]:
+    """(vectors, pending memories, `updated` of the oldest pending one) in the store file, read-only."""
+    old = os.umask(0o077)
+    try:
+        conn = _open_read_only(path)
+        try:
+            return vectors.count(conn), vectors.pending_count(conn), vectors.oldest_pending(conn)
         finally:
             conn.close()
     finally:

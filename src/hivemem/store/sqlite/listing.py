@@ -10,6 +10,7 @@ import apsw
 
 from hivemem.auth import Readable
 from hivemem.store.filters import Filter
+from hivemem.store.sqlite import vectors
 from hivemem.store.sqlite.db import Row, all_rows, one, scalar
 from hivemem.store.sqlite.filters import condition
 from hivemem.store.sqlite.memories import COLUMNS, cut, mid, shape
@@ -93,8 +94,10 @@ class Sessions:
 
 
 def status(conn: apsw.Connection, sqlite_version: str, readable: Readable, sessions: Sessions,
-           path: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """Versions and counts of the rows `readable` and `sessions` cover; with `path`, also the path and size."""
+           path: str | None = None, embeddings: str = "off") -> dict[str, Any]:  # fmt: skip
+    """Versions and counts of the rows `readable` and `sessions` cover; with `path`, also the path and size.
+    `embeddings` is the provider in force; with one, `pending` counts the live active memories it has yet to
+    embed (SPEC 5.3)."""
     where, args = condition(Filter(readable=readable, status=None, include_deleted=True), "m")
     counts = one(
         conn,
@@ -117,8 +120,8 @@ def status(conn: apsw.Connection, sqlite_version: str, readable: Readable, sessi
         versions=_count_of_memories(conn, "memory_versions", where, args),
         sessions=scalar(conn, f"SELECT COUNT(*) FROM sessions WHERE {seen}", seen_args),
         vectors=_count_of_memories(conn, "memory_vectors", where, args),
-        pending=0,
-        embeddings="off",
+        pending=0 if embeddings == "off" else vectors.pending_count(conn, where, args),
+        embeddings=embeddings,
     )
     return out
 

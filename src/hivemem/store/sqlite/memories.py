@@ -14,7 +14,7 @@ import apsw
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, NotFound
 from hivemem.store.limits import Limits
-from hivemem.store.sqlite import audit, fts_index
+from hivemem.store.sqlite import audit, fts_index, vectors
 from hivemem.store.sqlite.db import Row, all_rows, atomic, format_time, now, one
 
 COLUMNS = (
@@ -281,6 +281,8 @@ def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
         )
         if reindex:
             _index(conn, memory, f["title"], f["content"], f["tags"])
+        if {"title", "content"} & new.keys():
+            vectors.drop(conn, memory)  # the text it was made from is gone (SPEC 9.2)
         _version(conn, limits, f, "update", actor, before)
         data = {"fields": sorted(new)}
         audit.append(conn, "memory.updated", actor, space=f["space"], memory=memory, revision=f["revision"], data=data)
@@ -348,10 +350,10 @@ def remove_tombstones(conn: apsw.Connection, days: int) -> int:
         return int(conn.changes())
 
 
-def get(conn: apsw.Connection, memory: int, include_deleted: bool) -> dict[str, Any]:
-    """The memory with its relations and embedding state."""
+def get(conn: apsw.Connection, memory: int, include_deleted: bool, model: str | None = None) -> dict[str, Any]:
+    """The memory with its relations and embedding state (`off` without a model, else `ready` or `pending`)."""
     out = shape(load(conn, memory, include_deleted=include_deleted), deleted=True)
-    out["embedding"] = "off"
+    out["embedding"] = "off" if model is None else "ready" if vectors.has(conn, memory, model) else "pending"
     out["relations"] = relations(conn, memory)
     return out
 

@@ -248,6 +248,29 @@ def hits(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -> li
     return out
 
 
+def listed(conn: apsw.Connection, words: list[str], ids: list[int], marked: set[int],
+           flt: Filter) -> list[dict[str, Any]]:  # fmt: skip
+    """The memories `ids` the filter admits, in that order, as list items; those in `marked` get FTS5's
+    snippet of the terms, the others the start of their text."""
+    rows = page_rows(conn, ids, flt)
+    found = [m for m in ids if m in rows]
+    texts = {m: (rows[m][INDEX["title"]], rows[m][INDEX["content"]], rows[m][INDEX["tags"]])
+             for m in found if m in marked}  # fmt: skip
+    cut_ = snippets(conn, words, texts) if texts else {}
+    out = []
+    for memory in found:
+        hit = item(rows[memory])
+        hit["snippet"] = cut_.get(memory, hit["snippet"])
+        out.append(hit)
+    return out
+
+
+def shaped(conn: apsw.Connection, ids: list[int], flt: Filter) -> list[dict[str, Any]]:
+    """The memories `ids` the filter admits, whole, in that order."""
+    rows = page_rows(conn, ids, flt)
+    return [shape(rows[m]) for m in ids if m in rows]
+
+
 def matching(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The best `limit` memories for the terms, whole, and how many matched (at most LIST_MAX)."""
     if not words:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -38,8 +38,8 @@ from hivemem.records import (
 from hivemem.store.base import Keep, Visible
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
-from hivemem.store.sqlite import audit, clients, erasure, governance, listing, memories, search, sessions
-from hivemem.store.sqlite.db import atomic, check_path, connect, keep_files_on_close, scalar
+from hivemem.store.sqlite import audit, clients, erasure, governance, listing, memories, search, sessions, vectors
+from hivemem.store.sqlite.db import atomic, check_path, connect, keep_files_on_close, scalar, snapshot
 from hivemem.store.sqlite.operations import SQLiteOperations
 
 
@@ -52,6 +52,7 @@ class SQLiteStore:
         self.path = path
         self.limits = limits
         self.readonly = readonly
+        self.embeddings: Any = None  # hivemem.search.vector.Runtime when a provider is on (set by the daemon)
         self._after_commit: list[Callable[[], None]] = []
         self._identity: tuple[int, int] | None = getattr(conn, "identity", None)
         self._memories = SQLiteMemories(self)
@@ -61,6 +62,7 @@ class SQLiteStore:
         self._search = SQLiteSearch(self)
         self._operations = SQLiteOperations(self)
         self._governance = SQLiteGovernance(self)
+        self._vectors = SQLiteVectors(self)
 
     @property
     def memories(self) -> SQLiteMemories:
@@ -91,6 +93,14 @@ class SQLiteStore:
         return self._governance
 
     @property
+    def vectors(self) -> SQLiteVectors:
+        return self._vectors
+
+    @property
+    def embeddings_model(self) -> str | None:
+        return None if self.embeddings is None else str(self.embeddings.model)
+
+    @property
     def data_dir(self) -> str:
         return os.path.dirname(self.path)
 
@@ -99,10 +109,13 @@ class SQLiteStore:
         return str(apsw.sqlite_lib_version())
 
     def reader(self) -> SQLiteStore:
-        """Another, read-only connection to the same file (the daemon's reader threads each hold one);
-        `failed.store_moved` when the path no longer names the file this store opened for writing."""
+        """Another, read-only connection to the same file (the daemon's reader threads each hold one), with
+        this store's embeddings; `failed.store_moved` when the path no longer names the file this store opened
+        for writing."""
         check_path(self.path, self._identity)  # read here: the writer's connection belongs to its thread
-        return SQLiteStore(connect(self.path, readonly=True), self.path, self.limits, readonly=True)
+        reader = SQLiteStore(connect(self.path, readonly=True), self.path, self.limits, readonly=True)
+        reader.embeddings = self.embeddings
+        return reader
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -139,7 +152,8 @@ class SQLiteStore:
                with_path: bool) -> Status:  # fmt: skip
         seen = listing.Sessions(*sessions)
         path = self.path if with_path else None
-        return cast(Status, listing.status(self.conn, self.sqlite_version, readable, seen, path))
+        kind = "off" if self.embeddings is None else str(self.embeddings.kind)
+        return cast(Status, listing.status(self.conn, self.sqlite_version, readable, seen, path, kind))
 
     def close(self, *, checkpoint: bool = False, moved: bool = False) -> None:
         """Close the connection; with `checkpoint`, empty the WAL first (keeping the -wal and -shm names, which
@@ -172,7 +186,7 @@ class SQLiteMemories(_Repository):
         return cast(Written, memories.add(self.conn, self._store.limits, actor, p, session))
 
     def get(self, memory: int, include_deleted: bool) -> MemoryRead:
-        return cast(MemoryRead, memories.get(self.conn, memory, include_deleted))
+        return cast(MemoryRead, memories.get(self.conn, memory, include_deleted, self._store.embeddings_model))
 
     def version(self, memory: int, revision: int, include_deleted: bool) -> MemoryRead:
         return cast(MemoryRead, memories.get_version(self.conn, memory, revision, include_deleted))
@@ -308,6 +322,50 @@ class SQLiteSearch(_Repository):
 
     def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
         return search.newest(self.conn, flt, limit)
+
+    def ranked(self, words: list[str], flt: Filter) -> list[int]:
+        """The full-text list: at most LIST_MAX memory ids, best first."""
+        return search.ranked(self.conn, words, flt)
+
+    def listed(self, words: list[str], ids: list[int], marked: set[int], flt: Filter) -> list[Hit]:
+        return cast(list[Hit], search.listed(self.conn, words, ids, marked, flt))
+
+    def shaped(self, ids: list[int], flt: Filter) -> list[dict[str, Any]]:
+        return search.shaped(self.conn, ids, flt)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction around several calls (nothing new when one is open)."""
+        with snapshot(self.conn):
+            yield
+
+
+class SQLiteVectors(_Repository):
+    __slots__ = ()
+
+    def pending(self, limit: int, skip: Sequence[int]) -> list[tuple[int, str, str, bytes]]:
+        return vectors.pending(self.conn, limit, skip)
+
+    def put(self, model: str, items: Sequence[tuple[int, str, bytes, Sequence[float]]]) -> list[int]:
+        return vectors.put(self.conn, model, items)
+
+    def width(self, model: str) -> int:
+        return vectors.width(self.conn, model)
+
+    def drop_other_models(self, model: str) -> int:
+        return vectors.drop_other_models(self.conn, model)
+
+    def drop_all(self) -> int:
+        return vectors.drop_all(self.conn)
+
+    def pending_count(self) -> int:
+        return vectors.pending_count(self.conn)
+
+    def load(self, model: str, memories: Sequence[int] | None = None) -> list[tuple[int, str, bytes]]:
+        return vectors.load(self.conn, model, memories)
+
+    def admitted(self, model: str, ids: Sequence[int], flt: Filter) -> set[int]:
+        return vectors.admitted(self.conn, model, ids, flt)
 
 
 class SQLiteGovernance(_Repository):

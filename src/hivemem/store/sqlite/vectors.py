@@ -1,0 +1,137 @@
+"""`memory_vectors` (SPEC 5.3, 9.2): pending memories, storing, dropping and reading vectors.
+
+Vectors are derived: little-endian f32, unit length, with the model that made them. A vector is stored only
+if the memory still has the title and content it was made from, so a change racing the worker never keeps
+a stale vector.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import apsw
+
+from hivemem.store.filters import Filter
+from hivemem.store.sqlite.db import all_rows, atomic, scalar
+from hivemem.store.sqlite.filters import condition
+
+LIVE = "m.deleted IS NULL AND m.status = 'active'"
+
+
+def pack(vector: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(vector)}f", *vector)
+
+
+def unpack(blob: bytes) -> tuple[float, ...]:
+    return struct.unpack(f"<{len(blob) // 4}f", blob)
+
+
+def pending(conn: apsw.Connection, limit: int, skip: Iterable[int] = ()) -> list[tuple[int, str, str, bytes]]:
+    """Up to `limit` live, active memories without a vector, oldest first: (id, title, content, content_sha256)."""
+    skipped = sorted(skip)
+    clause = f" AND m.id NOT IN ({','.join('?' * len(skipped))})" if skipped else ""
+    rows = all_rows(
+        conn,
+        f"SELECT m.id, m.title, m.content, m.content_sha256 FROM memories m WHERE {LIVE}{clause} "
+        "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory = m.id) ORDER BY m.id LIMIT ?",
+        (*skipped, limit),
+    )
+    return [(int(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in rows]
+
+
+def put(conn: apsw.Connection, model: str, items: Sequence[tuple[int, str, bytes, Sequence[float]]]) -> list[int]:
+    """Store (memory, title, content_sha256, unit vector) rows in one transaction; returns the ids stored
+    (a memory deleted, archived or changed since it was read is skipped)."""
+    stored = []
+    with atomic(conn):
+        for memory, title, digest, vector in items:
+            conn.execute(
+                "INSERT OR REPLACE INTO memory_vectors(memory, model, embedding) SELECT id, ?, ? FROM memories "
+                "WHERE id = ? AND title = ? AND content_sha256 = ? AND deleted IS NULL",
+                (model, pack(vector), memory, title, digest),
+            )
+            if conn.changes():
+                stored.append(memory)
+    return stored
+
+
+def has(conn: apsw.Connection, memory: int, model: str) -> bool:
+    return scalar(conn, "SELECT 1 FROM memory_vectors WHERE memory = ? AND model = ?", (memory, model)) is not None
+
+
+def drop(conn: apsw.Connection, memory: int) -> None:
+    """Forget a memory's vector (its title or content changed); the caller holds the transaction."""
+    conn.execute("DELETE FROM memory_vectors WHERE memory = ?", (memory,))
+
+
+def drop_other_models(conn: apsw.Connection, model: str) -> int:
+    """Delete vectors of any model but `model` (their memories become pending); returns how many."""
+    with atomic(conn):
+        conn.execute("DELETE FROM memory_vectors WHERE model != ?", (model,))
+        return conn.changes()
+
+
+def drop_all(conn: apsw.Connection) -> int:
+    with atomic(conn):
+        conn.execute("DELETE FROM memory_vectors")
+        return conn.changes()
+
+
+def width(conn: apsw.Connection, model: str) -> int:
+    """The length of `model`'s stored vectors (0 when it has none)."""
+    return int(scalar(conn, "SELECT length(embedding) / 4 FROM memory_vectors WHERE model = ? LIMIT 1", (model,)) or 0)
+
+
+def load(conn: apsw.Connection, model: str, memories: Sequence[int] | None = None) -> list[tuple[int, str, bytes]]:
+    """(memory, space, embedding) of `model`'s vectors of live memories, all or only `memories`."""
+    sql = (
+        "SELECT v.memory, m.space, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.memory "
+        "WHERE v.model = ?"
+    )
+    args: list[Any] = [model]
+    if memories is not None:
+        if not memories:
+            return []
+        sql += f" AND v.memory IN ({','.join('?' * len(memories))})"
+        args.extend(memories)
+    return [(int(r[0]), str(r[1]), bytes(r[2])) for r in all_rows(conn, sql, args)]
+
+
+def admitted(conn: apsw.Connection, model: str, ids: Sequence[int], flt: Filter) -> set[int]:
+    """Of `ids`, those the filter admits that still hold a vector of `model`."""
+    if not ids:
+        return set()
+    where, args = condition(flt, "m")
+    marks = ",".join("?" * len(ids))
+    rows = all_rows(
+        conn,
+        f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where} "
+        "AND EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory = m.id AND v.model = ?)",
+        (*ids, *args, model),
+    )
+    return {int(r[0]) for r in rows}
+
+
+def pending_count(conn: apsw.Connection, where: str = "1", args: Sequence[Any] = ()) -> int:
+    """Live, active memories without a vector among those `where` (over alias `m`) admits."""
+    sql = (
+        f"SELECT COUNT(*) FROM memories m WHERE {LIVE} AND ({where}) "
+        "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory = m.id)"
+    )
+    return int(scalar(conn, sql, args) or 0)
+
+
+def count(conn: apsw.Connection) -> int:
+    return int(scalar(conn, "SELECT COUNT(*) FROM memory_vectors") or 0)
+
+
+def oldest_pending(conn: apsw.Connection) -> str | None:
+    """The `updated` stamp of the longest-waiting pending memory, if any."""
+    value = scalar(
+        conn,
+        f"SELECT MIN(m.updated) FROM memories m WHERE {LIVE} "
+        "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory = m.id)",
+    )
+    return None if value is None else str(value)
