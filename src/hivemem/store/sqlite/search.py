@@ -236,16 +236,7 @@ def hits(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -> li
     """The best `limit` memories the filter admits, best first, as list items whose snippet is FTS5's."""
     with snapshot(conn):
         ids = ranked(conn, words, flt, min(limit, LIST_MAX))
-        rows = page_rows(conn, ids, flt)
-    found = [m for m in ids if m in rows]
-    texts = {m: (rows[m][INDEX["title"]], rows[m][INDEX["content"]], rows[m][INDEX["tags"]]) for m in found}
-    marked = snippets(conn, words, texts)
-    out = []
-    for memory in found:
-        hit = item(rows[memory])
-        hit["snippet"] = marked.get(memory, hit["snippet"])
-        out.append(hit)
-    return out
+        return listed(conn, words, ids, set(ids), flt)
 
 
 def listed(conn: apsw.Connection, words: list[str], ids: list[int], marked: set[int],
