@@ -55,6 +55,7 @@ class Working:
     def __init__(self, label: str, shown: bool) -> None:
         self.label, self.shown = label, shown and sys.stderr.isatty()
         self._done: Any = None
+        self._thread: Any = None
 
     def __enter__(self) -> Working:
         if self.shown:
@@ -65,16 +66,20 @@ class Working:
             start = time.monotonic()
 
             def tick() -> None:
-                while not self._done.wait(0.5):
+                while True:  # shown at once, so that even quick work says what ran; then every half second
                     sys.stderr.write(f"\r{self.label}: {time.monotonic() - start:.0f} s ")
                     sys.stderr.flush()
+                    if self._done.wait(0.5):
+                        break
 
-            threading.Thread(target=tick, daemon=True).start()
+            self._thread = threading.Thread(target=tick, daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._done is not None:
             self._done.set()
+            self._thread.join()  # its last line is written before the clearing one
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
 
