@@ -25,6 +25,7 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("store.path", "", "Absolute path of the store file; empty means the XDG default."),
+    Setting("store.url", "", "postgresql:// URL of a team store (libpq); empty means the SQLite file at store.path."),
     Setting(
         "daemon.startup", "on-demand", "Start the daemon on demand or only by hand.", choices=("on-demand", "explicit")
     ),
@@ -223,12 +224,21 @@ def _check_base_url(key: str, value: Any) -> str:
     return check_embeddings_url(value, key) if value else ""
 
 
+def _check_store_url(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        _bad(key, "must be a string")
+    if value and not value.startswith(("postgresql://", "postgres://")):
+        _bad(key, "must be empty or a postgresql:// URL")
+    return str(value)
+
+
 def _bad(key: str, why: str) -> Any:
     raise InvalidParams("config", f"config key {key}: {why}", key=key)
 
 
 _SPECIAL = {
     "store.path": _check_store_path,
+    "store.url": _check_store_url,
     "governance.review_days": _check_review_days,
     "recall.team_spaces": _check_spaces,
     "grants.unknown": _check_grants,
