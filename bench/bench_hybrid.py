@@ -11,9 +11,11 @@ with hivemem's own `memory.search` code in its conversation's space, limit 10:
 - `hybrid w=W f=F`: weighted RRF with search.vector_weight W and search.min_similarity F.
 
 The shipped defaults are the ones that never lose to full text by more than 0.01 R@5 on any split. Vectors are
-cached under bench/out/ (never committed) so that re-runs skip the embedding. A last part measures recall's
-false injection: 100 prompts unrelated to the conversations, each recalled in each conversation's space with
-the defaults; a prompt counts when any record is rendered, and when a vector-only hit is among them.
+cached under bench/out/ (never committed), or in the folder --cache names, so that re-runs skip the
+embedding. A last part measures recall (limit 8, the shipped defaults) without and with its rule on words
+(docs/decisions.md D126), embeddings off and on: false injection — 100 prompts unrelated to the
+conversations, each recalled in each conversation's space; a prompt counts when any record is rendered, and
+when a vector-only record is among them — and how often a question's gold memory is among the records.
 
     HIVEMEM_BENCH_DATA=<data dir> .venv/bin/python bench/bench_hybrid.py [--sets turns,observations,sessions]
 """
@@ -49,7 +51,7 @@ from hivemem.store.sqlite.memories import add
 WEIGHTS = (0.25, 0.5, 1.0)
 FLOORS = (0.0, 0.8, 0.83)
 DEFAULT = (0.25, 0.0)  # search.vector_weight, search.min_similarity shipped (docs/decisions.md)
-RECALL_FLOORS = (0.3, 0.8, 0.85, 0.88)
+RECALL_DEFAULT = 0.85  # recall.min_similarity shipped for the local model
 MAX_INPUT = 32768
 
 UNRELATED = [
@@ -178,6 +180,8 @@ class Cached:
             chunk = missing[i : i + 32]
             for text, vector in zip(chunk, self.provider.embed(chunk, query=query, timeout=timeout), strict=True):
                 self.vectors[self.key(text, query)] = vector
+            if i and i % 320 == 0:  # keep what a long run embedded, should it be stopped
+                self.save()
         return [self.vectors[self.key(t, query)] for t in texts]
 
     def save(self) -> None:
@@ -244,22 +248,39 @@ def evaluate(store: Any, runtime: Runtime, by_memory: dict[int, list[str]], quer
     return ranks, latencies
 
 
-def false_injection(store: Any, runtime: Runtime, spaces: list[str], floor: float) -> tuple[float, float]:
-    """Share of unrelated prompts that inject anything, and that inject a vector-only hit, over every space."""
-    limits = Limits(recall_min_similarity=floor, vector_weight=DEFAULT[0], search_min_similarity=DEFAULT[1])
-    any_hit = vector_only = 0
-    trials = 0
-    for space in spaces:
-        flt = Filter(readable=Readable(everything=True), spaces=(space,))
-        for prompt in UNRELATED:
-            trials += 1
-            store.embeddings, store.limits = None, limits
-            fts_only, _ = recall_mod.matching(store, prompt, flt, 8)
-            store.embeddings = runtime
-            both, _ = recall_mod.matching(store, prompt, flt, 8)
-            any_hit += bool(both)
-            vector_only += bool({m["id"] for m in both} - {m["id"] for m in fts_only})
-    return any_hit / trials, vector_only / trials
+def recall_rows(name: str, store: Any, runtime: Runtime, by_memory: dict[int, list[str]],
+                queries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:  # fmt: skip
+    """Recall with the shipped defaults, without and with the rule on words, embeddings off and on: the share
+    of unrelated prompts that inject anything (and a vector-only record), and of questions whose gold memory
+    is among the records recalled."""
+    spaces = sorted({space_name(q["conversation"]) for q in queries})
+    limits = Limits()
+    rows: list[tuple[Any, ...]] = []
+    for window, rule in ((None, "none (before)"), (recall_mod.NEAR_WINDOW, f"near {recall_mod.NEAR_WINDOW}")):
+        for embedded in (False, True):
+            store.limits = Limits(recall_min_similarity=RECALL_DEFAULT, vector_weight=DEFAULT[0],
+                                  search_min_similarity=DEFAULT[1])  # fmt: skip
+            any_hit = vector_only = trials = 0
+            for space in spaces:
+                flt = Filter(readable=Readable(everything=True), spaces=(space,))
+                for prompt in UNRELATED:
+                    trials += 1
+                    store.embeddings = None
+                    words, _ = recall_mod.matching(store, prompt, flt, limits.recall_prompt_limit, window)
+                    store.embeddings = runtime if embedded else None
+                    both, _ = recall_mod.matching(store, prompt, flt, limits.recall_prompt_limit, window)
+                    any_hit += bool(both)
+                    vector_only += bool({m["id"] for m in both} - {m["id"] for m in words})
+            found = 0
+            for q in queries:
+                flt = Filter(readable=Readable(everything=True), spaces=(space_name(q["conversation"]),))
+                store.embeddings = runtime if embedded else None
+                got, _ = recall_mod.matching(store, q["query"], flt, limits.recall_prompt_limit, window)
+                gold = set(q["gold_ids"])
+                found += any(gold & set(by_memory[int(m["id"][1:])]) for m in got)
+            rows.append((name, rule, "on" if embedded else "off", trials, any_hit / trials, vector_only / trials,
+                         len(queries), found / len(queries)))  # fmt: skip
+    return rows
 
 
 def main() -> int:
@@ -267,12 +288,13 @@ def main() -> int:
     parser.add_argument("--sets", default="turns,observations,sessions")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
     parser.add_argument("--no-recall", action="store_true", help="skip the false-injection part")
+    parser.add_argument("--cache", default=str(bl.OUT), help="folder for the embedding cache (default bench/out)")
     args = parser.parse_args()
     root = bl.locomo_root()
     if root is None:
         return 0
     bl.print_machine("Hybrid search vs full text on LoCoMo (local model)")
-    cache = bl.OUT / f"hybrid-e5-{args.sets.replace(',', '-')}-{args.conversations}.npz"
+    cache = Path(args.cache) / f"hybrid-e5-{args.sets.replace(',', '-')}-{args.conversations}.npz"
     cached = Cached(LocalProvider(Settings(provider="local", model=E5)), cache)
     runtime = Runtime(cached, 60000, "local")  # type: ignore[arg-type]
     configs: list[tuple[str, str, Limits]] = [("fts", "fts", Limits()), ("vector", "vector", Limits())]
@@ -282,8 +304,7 @@ def main() -> int:
     categories: list[tuple[Any, ...]] = []
     verdicts: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory(dir=bl.OUT if bl.OUT.exists() else None) as base:
-        last_store: Any = None
-        last_spaces: list[str] = []
+        recalls: list[tuple[Any, ...]] = []
         for name in args.sets.split(","):
             store, by_memory, queries = load(name, root, cached, base, args.conversations)
             runtime.index = type(runtime.index)(cached.model)
@@ -303,16 +324,19 @@ def main() -> int:
                     f5 = scores([results["fts"][0][i] for i in picked])
                     h5 = scores([results[default][0][i] for i in picked])
                     categories.append((name, cat, len(picked), f5[0], h5[0], f5[2], h5[2], f5[3], h5[3]))
-            last_store, last_spaces = store, sorted({space_name(q["conversation"]) for q in queries})
+            if not args.no_recall:
+                recalls += recall_rows(name, store, runtime, by_memory, queries)
+            store.close()
         print("\nEvery question, limit 10, one space per conversation (latency: in-process memory.search)")
         bl.table(("set", "list", "queries", "R@5", "R@10", "MRR@10", "nDCG@10", "p50 ms", "p99 ms"), rows)
         print(f"\nPer category: fts against hybrid w={DEFAULT[0]} f={DEFAULT[1]}")
         bl.table(("set", "category", "queries", "fts R@5", "hyb R@5", "fts MRR", "hyb MRR", "fts nDCG", "hyb nDCG"),
                  categories)  # fmt: skip
-        if not args.no_recall:
-            print("\nRecall false injection: 100 unrelated prompts in each conversation's space (last split)")
-            inj = [(floor, *false_injection(last_store, runtime, last_spaces, floor)) for floor in RECALL_FLOORS]
-            bl.table(("recall.min_similarity", "any record", "a vector-only record"), inj)
+        if recalls:
+            print(f"\nRecall (limit 8, recall.min_similarity {RECALL_DEFAULT}): 100 unrelated prompts in every "
+                  "conversation's space, and every question in its own")  # fmt: skip
+            bl.table(("set", "rule on words", "embeddings", "prompts", "inject any", "inject vector-only",
+                      "questions", "gold recalled"), recalls)  # fmt: skip
     ok = all(h >= f - 0.01 for _, f, h in verdicts)
     print("\nDefaults never below full text by more than 0.01 R@5:", bl.verdict(ok))
     for name, f, h in verdicts:

@@ -144,7 +144,7 @@ def test_c13_bounded_by_default(home: Home, client: DaemonClient) -> None:
     ids = {
         add(client, "c13/all", text, SESSION_KINDS[i % 4]): text for i, text in enumerate(corpus[:200] + corpus[-4:])
     }
-    for query in (None, "instructions system developer override verified", "PWNED recall memories"):
+    for query in (None, "instructions system developer override verified", "reply with the word PWNED"):
         result = recall(client, ["c13/all"], **({"query": query} if query else {}))
         records, hidden = parse(result["text"])
         lines = record_lines(result["text"])
@@ -194,6 +194,22 @@ def test_relevance_floor_injects_nothing_for_stopwords_and_single_characters(cli
         assert recall(client, ["user"], query=query) == {"text": "", "count": 0, "truncated": False}, query
     records, _ = parse(recall(client, ["user"], query="how do we deploy")["text"])
     assert [r["content"] for r in records] == ["deploy with make release"]
+
+
+def test_one_shared_word_or_two_far_apart_is_not_a_match(client: DaemonClient) -> None:
+    close = add(client, "user", "The staging deploy runs make release after the tests pass.", "procedure")
+    add(client, "user", "We talked about the difference between the two holiday plans.", "fact")
+    filler = " ".join(f"word{i}" for i in range(40))
+    add(client, "user", f"Mutex here. {filler} and a semaphore at the end.", "fact")
+    for query in ("What is the difference between a mutex and a semaphore?", "Explain the difference in detail."):
+        assert recall(client, ["user"], query=query) == {"text": "", "count": 0, "truncated": False}, query
+    for query in ("how do I make a release", "deploy to staging please", "release"):
+        records, hidden = parse(recall(client, ["user"], query=query)["text"])
+        assert [r["id"] for r in records] == [close] and hidden == 0, query
+    # the same words within a few tokens of each other are a match
+    near = add(client, "user", "A mutex or a semaphore guards the queue.", "fact")
+    records, _ = parse(recall(client, ["user"], query="mutex and semaphore")["text"])
+    assert [r["id"] for r in records] == [near]
 
 
 def test_groups_project_user_team_in_score_order_and_nothing_else(client: DaemonClient) -> None:

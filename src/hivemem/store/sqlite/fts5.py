@@ -1,4 +1,5 @@
-"""The FTS5 pieces every connection registers: the `hivemem` tokenizer and the `hivemem_bm25` rank function.
+"""The FTS5 pieces every connection registers: the `hivemem` tokenizer, the `hivemem_bm25` rank function and
+`hivemem_near`, whether a row holds two of a query's phrases close together (recall's relevance floor).
 
 The tokenizer wraps `porter unicode61 remove_diacritics 2` (so every English token is exactly what it was),
 cuts Chinese, Japanese and Korean runs into overlapping bigrams (SPEC 9.1), and adds a space token: a
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any, cast
 
 import apsw
@@ -22,6 +24,7 @@ from hivemem.search.terms import CJK_RUN, bigrams
 MARK = "\x01"
 TOKENIZER = "hivemem"
 RANK = "hivemem_bm25"
+NEAR = "hivemem_near"
 WEIGHTS = (5.0, 1.0, 3.0)  # title, content, tags (SPEC 9.1)
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
 
@@ -32,6 +35,7 @@ def prepare(conn: apsw.Connection) -> None:
     """Register the tokenizer and the rank function on a connection (each connection needs its own)."""
     conn.register_fts5_tokenizer(TOKENIZER, tokenizer_factory)
     conn.register_fts5_function(RANK, bm25)
+    conn.register_fts5_function(NEAR, near)
 
 
 def tokenizer_factory(conn: apsw.Connection, args: list[str]) -> Callable[[bytes, int, str | None], Tokens]:
@@ -116,6 +120,21 @@ def bm25(api: apsw.FTS5ExtensionApi, *document_counts: apsw.SQLiteValue) -> floa
                 freq += WEIGHTS[column] * len(found)
         score += weight * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * size / avgdl)))
     return -1.0 * score
+
+
+def near(api: apsw.FTS5ExtensionApi, *args: apsw.SQLiteValue) -> int:
+    """1 when the row holds the query's only phrase, or two different phrases at most `window` tokens apart
+    in one column; else 0 (recall's relevance floor, docs/decisions.md D126)."""
+    located = [api.phrase_locations(phrase) for phrase in range(api.phrase_count)]
+    span = int(args[0])  # type: ignore[arg-type]  # the window, in tokens
+    if len(located) == 1:
+        return int(any(located[0]))
+    for column in range(api.column_count):
+        found = sorted((at, phrase) for phrase, cols in enumerate(located) for at in cols[column])
+        # the closest pair of different phrases is always a neighbouring pair in offset order
+        if any(p != q and b - a <= span for (a, p), (b, q) in pairwise(found)):
+            return 1
+    return 0
 
 
 def _idf(rows: int, hits: int) -> float:

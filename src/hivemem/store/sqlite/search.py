@@ -25,7 +25,7 @@ import apsw
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite.db import Row, all_rows, one, scalar, snapshot
 from hivemem.store.sqlite.filters import condition
-from hivemem.store.sqlite.fts5 import MARK, RANK, TOKENIZER, prepare
+from hivemem.store.sqlite.fts5 import MARK, NEAR, RANK, TOKENIZER, prepare
 from hivemem.store.sqlite.listing import item
 from hivemem.store.sqlite.memories import COLUMNS, INDEX, shape
 
@@ -270,6 +270,20 @@ def matching(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -
         ids = ranked(conn, words, flt)
         rows = page_rows(conn, ids[:limit], flt)
     return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
+
+
+def near(conn: apsw.Connection, words: list[str], ids: list[int], window: int) -> set[int]:
+    """Those of `ids` that hold two of the terms at most `window` tokens apart in one field (the only term,
+    for one term): recall's relevance floor."""
+    if not words or not ids:
+        return set()
+    out: set[int] = set()
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        sql = (f"SELECT rowid, {NEAR}(memory_fts, ?) FROM memory_fts WHERE memory_fts MATCH ? "
+               f"AND rowid IN ({','.join('?' * len(part))})")  # fmt: skip
+        out.update(int(r[0]) for r in all_rows(conn, sql, (window, match_expression(words), *part)) if r[1])
+    return out
 
 
 def newest(conn: apsw.Connection, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:

@@ -327,6 +327,10 @@ class SQLiteSearch(_Repository):
         """The full-text list: at most LIST_MAX memory ids, best first."""
         return search.ranked(self.conn, words, flt)
 
+    def near(self, words: list[str], ids: list[int], window: int) -> set[int]:
+        """Those of the memories holding two of the terms close together (recall's relevance floor)."""
+        return search.near(self.conn, words, ids, window)
+
     def listed(self, words: list[str], ids: list[int], marked: set[int], flt: Filter) -> list[Hit]:
         return cast(list[Hit], search.listed(self.conn, words, ids, marked, flt))
 
