@@ -33,4 +33,4 @@ def _restore(source: str) -> dict[str, object]:
                      resource="store.restore", fix=fix)  # fmt: skip
     cfg = config.load()
     where = paths.resolve(cfg["store.path"], cfg.path)
-    return ops.restore_store(where.store, source, int(cfg["backups.keep"]))
+    return ops.restore_store(where.store, source, int(cfg["backups.keep"]), url=str(cfg["store.url"]))

@@ -132,7 +132,7 @@ def start(
     locks = lifecycle.acquire(where, time.monotonic() + budget if on_demand else None)
     store: Store | None = None
     try:
-        store = open_store(where.store, limits_from(config), progress, read_only_ok=True)
+        store = open_store(where.store, limits_from(config), progress, read_only_ok=True, url=config["store.url"])
         if not store.readonly:
             with contextlib.suppress(Failed):  # a full disk must not keep reads away; the next start retries
                 store.memories.remove_tombstones(store.limits.tombstone_days)
