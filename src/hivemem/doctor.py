@@ -12,7 +12,7 @@ from hivemem import config as config_mod
 from hivemem import paths
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
-from hivemem.store.sqlite import integrity
+from hivemem.store import local as integrity
 
 Check = dict[str, str]
 TRACKED_NAMES = ("store.db", "store.db-wal", "store.db-shm", "owner.key")

@@ -18,7 +18,6 @@ from hivemem.embeddings import EmbeddingError, Settings, make
 from hivemem.embeddings.local import defaults as local_defaults
 from hivemem.errors import Failed, HivememError
 from hivemem.store import BACKEND_ERRORS, Progress, Store, open_store
-from hivemem.store.keys import ensure_owner_key
 from hivemem.store.limits import Limits
 
 if TYPE_CHECKING:
@@ -136,7 +135,7 @@ def start(
         if not store.readonly:
             with contextlib.suppress(Failed):  # a full disk must not keep reads away; the next start retries
                 store.memories.remove_tombstones(store.limits.tombstone_days)
-        return locks, store, ensure_owner_key(where.owner_key), lifecycle.bind(where.socket)
+        return locks, store, store.owner_key(where.owner_key), lifecycle.bind(where.socket)
     except BaseException:
         if store is not None:
             store.close()

@@ -54,6 +54,25 @@ def open_store(
     return SQLiteStore(open_and_migrate(path, backups, progress), path, limits or Limits())
 
 
+def init_store(path: str, key_path: str, url: str = "") -> dict[str, object]:
+    """`hivemem store init`: create the store (the team store's schema when `url` is set) and its owner key;
+    `owner_key` is in the answer only when this call created it, so it is shown once."""
+    store = open_store(path, url=url)
+    try:
+        if url:
+            from hivemem.store.postgres.store import PostgresStore
+
+            key = store.init_owner(key_path) if isinstance(store, PostgresStore) else None
+        else:
+            key = None if os.path.exists(key_path) else store.owner_key(key_path)
+        out: dict[str, object] = {"store": store.path, "created": key is not None, "key_path": key_path}
+        if key is not None:
+            out["owner_key"] = key
+        return out
+    finally:
+        store.close()
+
+
 def _open_file(path: str) -> SQLiteStore:
     return SQLiteStore(open_and_migrate(path, os.path.join(os.path.dirname(path), "backups")), path, Limits())
 

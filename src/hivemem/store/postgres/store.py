@@ -7,6 +7,8 @@ differs: search (text search, postgres/search.py), operations (checks, backup de
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from collections.abc import Callable
 from typing import Any, cast
@@ -14,12 +16,17 @@ from typing import Any, cast
 from hivemem.auth import Readable
 from hivemem.records import Hit, SpacePage, Status
 from hivemem.store.filters import Filter
+from hivemem.store.keys import ensure_owner_key, new_secret, read_key
 from hivemem.store.limits import Limits
 from hivemem.store.postgres import schema, search
 from hivemem.store.postgres.conn import NOTIFY_CHANNEL, Connection
 from hivemem.store.postgres.operations import PostgresOperations
 from hivemem.store.sqlite import erasure, listing
 from hivemem.store.sqlite.store import SQLiteMemories, SQLiteSearch, SQLiteStore
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def shown_url(url: str) -> str:
@@ -76,6 +83,32 @@ class PostgresStore(SQLiteStore):
             step()
         else:
             self._after_commit.append(step)
+
+    def owner_key(self, path: str) -> str:
+        """The team's owner key (D154): the key file at `path` when its hash is the one `store init` recorded
+        in the database; the first daemon of a store nobody initialized records its own. A machine without
+        the right file has no owner (an unguessable key): copy owner.key from the machine that ran init."""
+        recorded = self._recorded_owner()
+        if recorded is None:
+            return self.init_owner(path) or ensure_owner_key(path)
+        try:
+            key = read_key(path)
+        except OSError:
+            return f"hm1.owner.{new_secret()}"
+        return key if hmac.compare_digest(_digest(key), recorded) else f"hm1.owner.{new_secret()}"
+
+    def _recorded_owner(self) -> str | None:
+        pg: Connection = self.conn  # type: ignore[assignment]
+        rows = pg.run("SELECT value FROM meta WHERE key = 'owner_key_sha256'")
+        return str(rows[0][0]) if rows else None
+
+    def init_owner(self, path: str) -> str | None:
+        """Record the owner key's hash in the database, creating the key file (0600) if this machine has none;
+        returns the key, or None when the store already has an owner key."""
+        pg: Connection = self.conn  # type: ignore[assignment]
+        key = ensure_owner_key(path)
+        pg.run("INSERT INTO meta(key, value) VALUES ('owner_key_sha256', %s) ON CONFLICT DO NOTHING", (_digest(key),))
+        return key if pg.changes() else None
 
     def spaces(self, flt: Filter, after: str | None, limit: int) -> SpacePage:
         return cast(SpacePage, listing.spaces(self.conn, flt, after, limit))
