@@ -31,7 +31,7 @@ PG_SERVER = os.environ.get("HIVEMEM_TEST_PG", "postgresql://127.0.0.1:5432/test"
 BOTH = frozenset({
     "test_cli_verbs", "test_cli_everyday", "test_clients", "test_events", "test_governance", "test_grants",
     "test_mcp", "test_operations", "test_recall", "test_search", "test_search_cjk", "test_sessions",
-    "test_transactions", "test_versions", "test_postgres",
+    "test_transactions", "test_versions",
 })  # fmt: skip
 FIGURES: list[str] = []  # lines the fault suite measured (tests/faults.py figure()), printed at the end of the run
 
@@ -110,7 +110,23 @@ class Home:
     def paths(self) -> paths.Paths:
         """This home's paths, for the store its config names (`store.path`) or the default one."""
         config = os.path.join(self.env["XDG_CONFIG_HOME"], "hivemem", "config.toml")
-        return paths.resolve(_configured_store(config), config)
+        with self.environment():
+            return paths.resolve(_configured_store(config), config)
+
+    @contextlib.contextmanager
+    def environment(self) -> Iterator[None]:
+        """This home's XDG directories in the test process's environment for a while (a second home, on a
+        second "machine", is not the one isolated_home points the process at)."""
+        saved = {var: os.environ.get(var) for var in XDG}
+        os.environ.update({var: self.env[var] for var in XDG})
+        try:
+            yield
+        finally:
+            for var, value in saved.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
 
     def config(self, text: str) -> None:
         """Write config.toml (0600)."""
@@ -167,8 +183,10 @@ class Home:
 
     def daemon_pid(self) -> int | None:
         """The pid of the daemon holding this home's socket lock, if alive."""
+        with self.environment():
+            lock = self.paths.socket_lock
         try:
-            with open(self.paths.socket_lock) as f:
+            with open(lock) as f:
                 pid = int(f.read().strip() or 0)
         except (OSError, ValueError):
             return None

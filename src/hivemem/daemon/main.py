@@ -16,7 +16,7 @@ from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
 from hivemem.embeddings import EmbeddingError, Settings, make
 from hivemem.embeddings.local import defaults as local_defaults
-from hivemem.errors import Failed, HivememError
+from hivemem.errors import Failed, HivememError, Unavailable
 from hivemem.store import BACKEND_ERRORS, Progress, Store, open_store
 from hivemem.store.limits import Limits
 
@@ -133,7 +133,7 @@ def start(
     try:
         store = open_store(where.store, limits_from(config), progress, read_only_ok=True, url=config["store.url"])
         if not store.readonly:
-            with contextlib.suppress(Failed):  # a full disk must not keep reads away; the next start retries
+            with contextlib.suppress(Failed, Unavailable):  # a full disk or a busy store must not keep reads away
                 store.memories.remove_tombstones(store.limits.tombstone_days)
         return locks, store, store.owner_key(where.owner_key), lifecycle.bind(where.socket)
     except BaseException:

@@ -10,13 +10,13 @@ errors onto the wire's error tree.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.pq import TransactionStatus
 
 from hivemem.errors import Failed, HivememError, Unavailable
 
@@ -107,6 +107,7 @@ class Connection:
         self.timeout_ms = timeout_ms
         self._last_id = 0
         self._changes = 0
+        self._in_transaction = False  # between this adapter's BEGIN and its COMMIT or ROLLBACK
         self.pg = self._open()
 
     def _open(self) -> psycopg.Connection[Any]:
@@ -119,12 +120,18 @@ class Connection:
         return conn
 
     def _ready(self) -> None:
-        """Reconnect a connection the server dropped, between transactions only."""
-        if self.pg.closed or self.pg.info.status != psycopg.pq.ConnStatus.OK:
+        """Reconnect a connection the server dropped, between transactions only: a transaction whose
+        connection was lost is over, and its remaining statements must fail rather than run alone."""
+        if not self._in_transaction and (self.pg.closed or self.pg.info.status != psycopg.pq.ConnStatus.OK):
+            with contextlib.suppress(psycopg.Error):
+                self.pg.close()
             self.pg = self._open()
 
+    def _lost(self) -> bool:
+        return bool(self.pg.closed) or self.pg.info.status != psycopg.pq.ConnStatus.OK
+
     def getautocommit(self) -> bool:
-        return bool(self.pg.info.transaction_status == TransactionStatus.IDLE) or bool(self.pg.closed)
+        return not self._in_transaction
 
     def last_insert_rowid(self) -> int:
         return self._last_id
@@ -140,6 +147,12 @@ class Connection:
             return self._begin(write=True)
         if sql == "BEGIN":
             return self._begin(write=False)
+        if sql in ("COMMIT", "ROLLBACK"):
+            try:
+                self.run(sql)
+            finally:
+                self._in_transaction = False
+            return Cursor([])
         text = translate_sql(sql, bool(args))
         if RETURNING.match(text):
             text += " RETURNING id"
@@ -154,8 +167,15 @@ class Connection:
 
     def run(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         """A PostgreSQL statement, its parameters bound by the server; errors as the wire's."""
+        self._ready()
         try:
-            cur = self.pg.execute(sql, tuple(args) if args else None)
+            try:
+                cur = self.pg.execute(sql, tuple(args) if args else None)
+            except psycopg.OperationalError:
+                if self._in_transaction or not self._lost():
+                    raise
+                self._ready()  # the server dropped an idle connection: once more on a new one
+                cur = self.pg.execute(sql, tuple(args) if args else None)
         except psycopg.Error as exc:
             raise failure(exc, self) from None
         self._changes = max(cur.rowcount, 0)
@@ -163,11 +183,13 @@ class Connection:
 
     def _begin(self, *, write: bool) -> Cursor:
         self._ready()
+        self.run("BEGIN")
+        self._in_transaction = True
         if write:
-            self.run("BEGIN")
             self.run("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            self.run(f"NOTIFY {NOTIFY_CHANNEL}")  # delivered at commit only: followers on every machine wake
         else:
-            self.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         return Cursor([])
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from hivemem.store.limits import Limits
 from hivemem.store.postgres import search
 from hivemem.store.postgres.conn import Connection
 from hivemem.store.sqlite import integrity, transfer
-from hivemem.store.sqlite.db import atomic
+from hivemem.store.sqlite.db import atomic, snapshot
 from hivemem.store.sqlite.integrity import Finding, finding
 from hivemem.store.transfer_check import Document
 
@@ -101,7 +101,7 @@ class PostgresOperations:
         return cast(Imported, transfer.apply(self._store.conn, self._store.limits, actor, doc))
 
     def check(self) -> CheckReport:
-        with atomic(self._store.conn):
+        with snapshot(self._store.conn):
             return cast(CheckReport, integrity.report(run(self._store.conn, CHECKS)))
 
     def repair_fts(self, apply: bool) -> Repair:

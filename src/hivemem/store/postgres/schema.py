@@ -143,7 +143,7 @@ def version(conn: Connection) -> int | None:
 
 def migrate(conn: Connection, progress: Progress) -> None:
     """Create or migrate the schema, one transaction, under a lock other starting daemons wait on."""
-    conn.run("BEGIN")
+    conn.execute("BEGIN IMMEDIATE")
     try:
         conn.run("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
         current = version(conn)
@@ -155,8 +155,8 @@ def migrate(conn: Connection, progress: Progress) -> None:
             progress(f"migrating the team store: {name}")
             step(conn, progress)
         conn.run("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(VERSION),))
-        conn.run("COMMIT")
+        conn.execute("COMMIT")
     except BaseException:
         if not conn.getautocommit():
-            conn.run("ROLLBACK")
+            conn.execute("ROLLBACK")
         raise

@@ -10,8 +10,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, cast
+
+import psycopg
 
 from hivemem.auth import Readable
 from hivemem.records import Hit, SpacePage, Status
@@ -83,6 +86,32 @@ class PostgresStore(SQLiteStore):
             step()
         else:
             self._after_commit.append(step)
+
+    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """LISTEN for the commits of every machine's daemon (each writing verb NOTIFYs at commit) on a
+        connection of its own, calling `wake` for each; reconnects after a lost server."""
+        stopped = threading.Event()
+
+        def listen() -> None:
+            while not stopped.is_set():
+                try:
+                    with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+                        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                        wake()  # whatever committed while no one listened
+                        while not stopped.is_set():
+                            for _ in conn.notifies(timeout=0.5, stop_after=1):
+                                wake()
+                except psycopg.Error:
+                    stopped.wait(1.0)
+
+        thread = threading.Thread(target=listen, name="hivemem-listen", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopped.set()
+            thread.join(2.0)
+
+        return stop
 
     def owner_key(self, path: str) -> str:
         """The team's owner key (D154): the key file at `path` when its hash is the one `store init` recorded

@@ -149,6 +149,10 @@ class SQLiteStore:
     def spaces(self, flt: Filter, after: str | None, limit: int) -> SpacePage:
         return cast(SpacePage, listing.spaces(self.conn, flt, after, limit))
 
+    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Only this daemon writes a SQLite store: its own commits wake its followers; nothing to watch."""
+        return lambda: None
+
     def owner_key(self, path: str) -> str:
         """The key file at `path`, created (0600) at first start (SPEC 4.1)."""
         return ensure_owner_key(path)
