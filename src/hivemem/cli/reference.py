@@ -186,6 +186,7 @@ def cli_markdown() -> str:
         flags = " ".join(f"`--{p.name.replace('_', '-')}`" for p in verb.params if not p.by_client) or "—"
         lines.append(f"| `{command(verb)}` | {flags} `--json` |")
     lines += [
+        "| `hivemem store restore` | `--path` `--json`; replaces the store with a backup while no daemon runs |",
         "| `hivemem serve` | runs the daemon in the foreground |",
         "| `hivemem ping` | `--json` |",
         "| `hivemem doctor` | `--json` |",
