@@ -93,6 +93,7 @@ EFFECT_WORDS = {"stop": "then the daemon stops", "reload": "then the daemon re-r
 def traits(verb: Verb) -> list[str]:
     """The verb's behaviour traits, in words."""
     said = ["writes"] if verb.writes else [f"writes with `{p.name}`" for p in verb.params if p.writes]
+    said += [f"runs on a reader with `{p.name}`" for p in verb.params if p.reads]
     said += [f'then streams `{{"{verb.stream}": ...}}` lines'] if verb.stream else []
     said += [EFFECT_WORDS[verb.effect]] if verb.effect else []
     said += ["returns memory text (untrusted data)"] if verb.returns_memory_text else []
