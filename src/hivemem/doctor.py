@@ -231,7 +231,7 @@ class Doctor:
         if found.problem:
             fix = "hivemem config set --key store.url --value 'postgresql://HOST/DB?sslmode=verify-full'"
             return check("store.tls", "warn", f"store.url cannot be read as libpq reads it: {found.problem}", fix)
-        remote, mode = found.remote, f"sslmode={found.sslmode} ({found.sslmode_from})"
+        remote, mode = found.remote, f"sslmode={found.sslmode} from {found.sslmode_from}"
         if not remote:
             return check("store.tls", "ok", "the team store is on this machine (loopback or Unix socket)")
         where = ", ".join(remote[:5])
