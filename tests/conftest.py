@@ -111,7 +111,7 @@ class Home:
         """This home's paths, for the store its config names (`store.path`) or the default one."""
         config = os.path.join(self.env["XDG_CONFIG_HOME"], "hivemem", "config.toml")
         with self.environment():
-            return paths.resolve(_configured_store(config), config)
+            return paths.resolve(_configured_store(config), config, bool(self.store_url))
 
     @contextlib.contextmanager
     def environment(self) -> Iterator[None]:

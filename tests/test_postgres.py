@@ -234,28 +234,46 @@ def test_a_statement_timeout_is_a_clear_error_and_the_daemon_keeps_serving(pg: H
     assert pg.daemon_pid() is not None
 
 
-def test_a_role_without_superuser_serves_the_store(pg: Home) -> None:
-    """The grants docs/decisions.md D157 lists are enough: CONNECT and CREATE on the database to run
-    `store init`, then only rights on hivemem's own tables."""
+def test_roles_without_superuser_serve_the_store(pg: Home) -> None:
+    """docs/team.md's two roles (D160): an owner of the `hivemem` schema runs `store init`; a runtime role with
+    only table rights serves every verb. Neither is a superuser."""
     name = pg.store_url.rsplit("/", 1)[1]
-    role = f"hm_role_{name[-8:]}"
-    admin = pg.store_url
-    sql(pg, f'CREATE ROLE "{role}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE')
+    admin, app, url = f"hm_adm_{name[-8:]}", f"hm_app_{name[-8:]}", pg.store_url
+    setup = [
+        f'CREATE ROLE "{admin}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
+        f'CREATE ROLE "{app}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
+        f'GRANT CONNECT ON DATABASE "{name}" TO "{admin}", "{app}"',
+        f'CREATE SCHEMA hivemem AUTHORIZATION "{admin}"',
+        f'ALTER ROLE "{admin}" IN DATABASE "{name}" SET search_path = hivemem, public',
+        f'ALTER ROLE "{app}" IN DATABASE "{name}" SET search_path = hivemem, public',
+        f'GRANT USAGE ON SCHEMA hivemem TO "{app}"',
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{admin}" IN SCHEMA hivemem '
+        f'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "{app}"',
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{admin}" IN SCHEMA hivemem GRANT USAGE, SELECT ON SEQUENCES TO "{app}"',
+    ]
+    for statement in setup:
+        sql(pg, statement)
     try:
-        sql(pg, f'GRANT CONNECT, CREATE ON DATABASE "{name}" TO "{role}"')
-        sql(pg, f'GRANT CREATE, USAGE ON SCHEMA public TO "{role}"')
-        pg.store_url = pg.store_url.replace("://", f"://{role}@", 1)
+        pg.store_url = url.replace("://", f"://{admin}@", 1)
         pg.config("")
         assert pg.ok("store", "init")["created"] is True
-        pg.ok("memory", "add", "--space", "user", "--content", "written by a plain role")
-        assert pg.ok("memory", "search", "--query", "plain role")["results"][0]["id"] == "m1"
+        pg.store_url = url.replace("://", f"://{app}@", 1)
+        pg.config("")
+        pg.ok("memory", "add", "--space", "user", "--content", "written by the runtime role")
+        assert pg.ok("memory", "search", "--query", "runtime role")["results"][0]["id"] == "m1"
         assert pg.ok("store", "check")["ok"] is True
-        assert sql(pg, "SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,)) == [(False,)]
+        with psycopg.connect(pg.store_url, autocommit=True) as conn, pytest.raises(psycopg.Error):
+            conn.execute("DROP TABLE memories")  # the daemons' role cannot change the schema
+        owners = sql(pg, "SELECT DISTINCT tableowner, schemaname FROM pg_tables WHERE tablename = 'memories'")
+        assert owners == [(admin, "hivemem")]
+        supers = sql(pg, "SELECT rolsuper FROM pg_roles WHERE rolname IN (%s, %s)", (admin, app))
+        assert supers == [(False,), (False,)]
     finally:
         pg.stop_daemon()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP OWNED BY "{role}"')
-            conn.execute(f'DROP ROLE "{role}"')
+        with psycopg.connect(url, autocommit=True) as conn:
+            for role in (app, admin):
+                conn.execute(f'DROP OWNED BY "{role}" CASCADE')
+                conn.execute(f'DROP ROLE "{role}"')
 
 
 # Moving between backends

@@ -100,7 +100,9 @@ def store_state(home: Home, c: DaemonClient) -> tuple[Any, ...]:
 
         with psycopg.connect(home.store_url) as pg:
             rows = pg.execute("SELECT id, revision, updated, status, deleted FROM memories ORDER BY id").fetchall()
-            events = pg.execute("SELECT COUNT(*), MAX(id), MAX(chain) FROM events").fetchall()
+            events = pg.execute(
+                "SELECT COUNT(*), MAX(id), (SELECT chain FROM events ORDER BY id DESC LIMIT 1) FROM events"
+            ).fetchall()
             versions = pg.execute("SELECT COUNT(*) FROM memory_versions").fetchall()
         return counts, rows, events, versions
     db = apsw.Connection(home.paths.store, flags=apsw.SQLITE_OPEN_READONLY)

@@ -37,7 +37,7 @@ class Doctor:
         except HivememError as exc:
             self.error = exc
         cfg = self.config or config_mod.Config()
-        self.paths = paths.resolve(cfg["store.path"], cfg.path)
+        self.paths = paths.resolve(cfg["store.path"], cfg.path, bool(cfg["store.url"]))
         self.hello = self._ping(cfg)
 
     def _ping(self, cfg: config_mod.Config) -> dict[str, Any] | None:

@@ -26,6 +26,6 @@ def _init() -> dict[str, object]:
     from hivemem import config, ops, paths
 
     cfg = config.load()
-    where = paths.resolve(cfg["store.path"], cfg.path)
+    where = paths.resolve(cfg["store.path"], cfg.path, bool(cfg["store.url"]))
     paths.ensure_dir(where.data_dir)
     return ops.init_store(where.store, where.owner_key, url=str(cfg["store.url"]))

@@ -73,7 +73,7 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     log = lifecycle.Log(paths.resolve())  # the log's place does not depend on the config
     try:
         config = config_mod.load()
-        where = paths.resolve(config["store.path"], config.path)
+        where = paths.resolve(config["store.path"], config.path, bool(config["store.url"]))
         started = start(where, config, on_demand=on_demand, progress=lambda line: _progress(log, ready_fd, line))
     except START_ERRORS as exc:
         return _failed(startup.explain(exc, where), ready_fd, log)
