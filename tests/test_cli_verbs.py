@@ -111,6 +111,7 @@ def test_duplicate_of_a_deleted_memory_is_a_new_memory(home: Home) -> None:
     assert add(home, "same text") == {"id": "m2", "revision": 1, "changed": True}
 
 
+@pytest.mark.sqlite_only  # sets the row by hand in the store file
 @pytest.mark.parametrize("state", ["archived", "draft"])
 def test_duplicate_of_a_non_active_memory_echoes_its_status(home: Home, state: str) -> None:
     add(home, "parked text")
@@ -686,6 +687,11 @@ def test_help_lists_every_command_once_and_never_starts_the_daemon(home: Home) -
     assert len(listed) == len(set(listed))
     for verb in VERBS:
         assert command(verb).removeprefix("hivemem ") in listed, verb.name
+    assert "store restore" in listed, "a group's command that is not a verb is listed too"
+    for group in ("store", "memory", "client", "session"):  # every command each group's own help lists
+        group_help = home.cli(group, "--help").out.split("commands:")[1]
+        for name in [line.split()[0] for line in group_help.splitlines() if line.startswith("  ")]:
+            assert f"{group} {name}" in listed, (group, name)
     detail = home.cli("memory", "add", "--help")
     assert detail.code == 0 and "--content" in detail.out and "--space" in detail.out
     assert home.daemon_pid() is None and not os.path.exists(home.paths.store)

@@ -25,7 +25,7 @@ class DaemonClient:
     def __init__(self, config: Config | None = None, token: str | None = None, *, start: bool = True,
                  name: str = "cli", budget: float | None = None) -> None:  # fmt: skip
         self.config = config or load()
-        self.paths = paths.resolve(self.config["store.path"], self.config.path)
+        self.paths = paths.resolve(self.config["store.path"], self.config.path, bool(self.config["store.url"]))
         self.token = paths.token() if token is None else token
         self.start = start and self.config["daemon.startup"] == "on-demand"
         self.name = name

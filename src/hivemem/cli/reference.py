@@ -67,8 +67,9 @@ ERROR_CODES = (
     ("unavailable.read_only", "a write to a store whose file or file system is read-only; reads still work"),
     ("unsupported.verb", "an unknown verb"),
     ("unsupported.store_schema", "a newer or foreign database (data.found, data.supported)"),
+    ("unsupported.store_backup", "store backup or restore of a team store: use pg_dump and pg_restore (data.fix)"),
     ("unsupported.embeddings_off", "vector search with embeddings off"),
-    ("failed.store", "a SQLite failure or corruption"),
+    ("failed.store", "a SQLite failure or corruption, or a PostgreSQL error"),
     ("failed.store_migration", "a migration failed; the old schema is kept"),
     ("failed.backup", "a backup that is not a valid hivemem store of this version (data.path)"),
     ("failed.repair_refused", "repair-fts refused a store whose canonical data is damaged (data.findings)"),
@@ -93,6 +94,7 @@ EFFECT_WORDS = {"stop": "then the daemon stops", "reload": "then the daemon re-r
 def traits(verb: Verb) -> list[str]:
     """The verb's behaviour traits, in words."""
     said = ["writes"] if verb.writes else [f"writes with `{p.name}`" for p in verb.params if p.writes]
+    said += [f"runs on a reader with `{p.name}`" for p in verb.params if p.reads]
     said += [f'then streams `{{"{verb.stream}": ...}}` lines'] if verb.stream else []
     said += [EFFECT_WORDS[verb.effect]] if verb.effect else []
     said += ["returns memory text (untrusted data)"] if verb.returns_memory_text else []
@@ -186,6 +188,7 @@ def cli_markdown() -> str:
         flags = " ".join(f"`--{p.name.replace('_', '-')}`" for p in verb.params if not p.by_client) or "—"
         lines.append(f"| `{command(verb)}` | {flags} `--json` |")
     lines += [
+        "| `hivemem store restore` | `--path` `--json`; replaces the store with a backup while no daemon runs |",
         "| `hivemem serve` | runs the daemon in the foreground |",
         "| `hivemem ping` | `--json` |",
         "| `hivemem doctor` | `--json` |",

@@ -66,6 +66,11 @@ class Server:
         loop = asyncio.get_running_loop()
         self.stopping = asyncio.Event()
         self._new_events = asyncio.Event()
+
+        def woken() -> None:  # another machine's daemon committed (a team store)
+            loop.call_soon_threadsafe(self._announce)
+
+        unwatch = self.store.watch(woken)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop, f"signal {sig.name}")
         server = await loop.create_unix_server(self._protocol, sock=sock)
@@ -74,6 +79,7 @@ class Server:
         await self.stopping.wait()
         daily.cancel()
         server.close()
+        unwatch()
         await self._drain()
 
     def _protocol(self) -> asyncio.Protocol:
