@@ -16,6 +16,7 @@ import math
 import re
 import threading
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any, cast
 
 import apsw
@@ -163,4 +164,27 @@ def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tup
     return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
 
 
-__all__ = ["COLUMNS", "document", "hits", "index", "matching", "query", "ranked", "tokens", "unindex"]
+def near(conn: Connection, words: list[str], ids: list[int], window: int) -> set[int]:
+    """Recall's rule on words (docs/decisions.md D126), as `hivemem_near` decides it on SQLite: those of `ids`
+    holding two different terms at most `window` tokens apart in one column (the term, for one term)."""
+    phrases = [p for p in (tokens(w, query=True) for w in words) if p]
+    if not phrases or not ids:
+        return set()
+    rows = conn.run("SELECT id, title, content, tags FROM memories WHERE id = ANY(%s)", (list(ids),))
+    out: set[int] = set()
+    for memory, *columns in rows:
+        found: list[list[tuple[int, int]]] = []
+        for text in columns:
+            cut = tokens(str(text or ""), query=False)
+            found.append(sorted((at, n) for n, p in enumerate(phrases) for at in range(len(cut) - len(p) + 1)
+                                if cut[at : at + len(p)] == p))  # fmt: skip
+        if len(phrases) == 1:
+            held = any(found)
+        else:
+            held = any(p != q and b - a <= window for f in found for (a, p), (b, q) in pairwise(f))
+        if held:
+            out.add(int(memory))
+    return out
+
+
+__all__ = ["COLUMNS", "document", "hits", "index", "matching", "near", "query", "ranked", "tokens", "unindex"]

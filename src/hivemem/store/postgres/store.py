@@ -179,6 +179,9 @@ class PostgresSearch(SQLiteSearch):
     def ranked(self, words: list[str], flt: Filter) -> list[int]:
         return search.ranked(self.conn, words, flt)  # type: ignore[arg-type]
 
+    def near(self, words: list[str], ids: list[int], window: int) -> set[int]:
+        return search.near(self.conn, words, ids, window)  # type: ignore[arg-type]
+
 
 def open_postgres(url: str, data_dir: str, limits: Limits, progress: Callable[[str], None] | None = None,
                   *, timeout_ms: int = 0) -> PostgresStore:  # fmt: skip
