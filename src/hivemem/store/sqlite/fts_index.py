@@ -25,6 +25,16 @@ def add(conn: apsw.Connection, memory: int) -> None:
     )
 
 
+def add_range(conn: apsw.Connection, first: int, last: int) -> None:
+    """Index the live, active memories with ids from `first` to `last`, none of which may be indexed yet (rows
+    just written), with one statement."""
+    conn.execute(
+        "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
+        "FROM memory_fts_source WHERE id BETWEEN ? AND ?",
+        (first, last),
+    )
+
+
 def remove(conn: apsw.Connection, memory: int) -> None:
     """Drop the memory's entry, if it has one (call before the row changes)."""
     conn.execute(
