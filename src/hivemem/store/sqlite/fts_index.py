@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import apsw
 
+from hivemem.progress import report
 from hivemem.store.sqlite.db import all_rows, scalar
 
 BATCH = 2000
@@ -67,6 +68,7 @@ def fill(conn: apsw.Connection, progress: Callable[[str], None]) -> int:
             (batch[0], batch[-1]),
         )
         progress(f"search index: {start + len(batch):,} of {len(ids):,} memories")
+        report("indexing", start + len(batch), len(ids))
     return len(ids)
 
 
