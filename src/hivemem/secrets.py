@@ -29,6 +29,7 @@ from typing import Any
 RULES_FILE = "secret_rules.toml"
 NEWLINE = re.compile("\n")
 ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+CANDIDATE_SETS = 4096  # sets of literals whose plugins and rules are remembered
 MIN_RANDOM = 16  # no shorter value has the entropy plugin's 4.5 bits per character
 # Words that open a line to the entropy plugin (the gate keeps prose with hashes and ids out).
 ENTROPY_GATE = ("secret", "token", "apikey", "api_key", "api-key", "passw", "pwd", "cookie", "session", "auth",
@@ -316,6 +317,7 @@ class Engine:
         words |= {w for r in self.rules for w in r.words.words} | set(ENTROPY_GATE)
         self.lowercase = tuple(sorted(w for w in words if w.islower()))
         self.cased = tuple(sorted(words - set(self.lowercase)))
+        self._by_present: dict[frozenset[str], tuple[list[Plugin], list[Rule]]] = {}
 
     def plugin_names(self) -> list[str]:
         return [type(p.plugin).__name__ for p in self.plugins]
@@ -326,21 +328,34 @@ class Engine:
             lowered = text.translate(ASCII_LOWER)
         lines = Lines(text)
         lines.present = {w for w in self.lowercase if w in lowered} | {w for w in self.cased if w in text}
-        found = [f for f in (self._plugins(lines, lowered), self._rules(lines, lowered)) if f is not None]
+        checks, rules = self._candidates(lines.present)
+        found = [f for f in (self._plugins(lines, lowered, checks), self._rules(lines, lowered, rules)) if f]
         # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
         return min(found, key=lambda f: (f.line, f.kind == self.entropy_kind)) if found else None
 
-    def _rules(self, lines: Lines, lowered: str) -> Finding | None:
+    def _candidates(self, present: set[str]) -> tuple[list[Plugin], list[Rule]]:
+        """The plugins and rules that can match a text holding these literals (one of each trigger group of a
+        plugin, one keyword of a rule), remembered per set of literals: texts share a few such sets."""
+        key = frozenset(present)
+        found = self._by_present.get(key)
+        if found is None:
+            if len(self._by_present) >= CANDIDATE_SETS:
+                self._by_present.clear()
+            checks = [c for c in (*self.plugins, self.keyword) if not any(n.isdisjoint(key) for n in c.needs)]
+            found = self._by_present[key] = (checks, [r for r in self.rules if not r.words.set.isdisjoint(key)])
+        return found
+
+    def _rules(self, lines: Lines, lowered: str, rules: list[Rule]) -> Finding | None:
         best: tuple[int, str] | None = None
-        for rule in self.rules:
+        for rule in rules:
             n = rule.first(lines, lowered)
             if n is not None and (best is None or n < best[0]):
                 best = (n, rule.kind)
         return Finding(best[1], best[0] + 1) if best else None
 
-    def _plugins(self, lines: Lines, lowered: str) -> Finding | None:
+    def _plugins(self, lines: Lines, lowered: str, checks: list[Plugin]) -> Finding | None:
         todo: dict[int, list[Plugin]] = {}
-        for check in (*self.plugins, self.keyword):
+        for check in checks:
             for n in check.lines(lines, lowered):
                 todo.setdefault(n, []).append(check)
         gated = self.gate.lines(lines, lowered)

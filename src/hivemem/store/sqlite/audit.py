@@ -12,6 +12,8 @@ from hivemem.auth import Principal
 from hivemem.store.sqlite.db import Row, now, one
 
 ZERO = bytes(32)
+# json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), without building an encoder per call
+_compact = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 COLUMNS = "id, ts, type, principal, label, space, memory, session, revision, data"
 
 
@@ -42,8 +44,7 @@ def canonical(row: Row) -> dict[str, Any]:
 
 def link(previous: bytes, event: dict[str, Any]) -> bytes:
     """SHA-256 of the previous chain followed by the canonical JSON of this event."""
-    canonical = json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return hashlib.sha256(previous + canonical).digest()
+    return hashlib.sha256(previous + _compact(event).encode("utf-8")).digest()
 
 
 def append(
@@ -76,7 +77,7 @@ def append_many(conn: apsw.Connection, actor: Principal, pending: list[Pending])
     rows = []
     for etype, space, memory, session, revision, data in pending:
         eid += 1
-        payload = json.dumps(data or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        payload = _compact(data or {})
         row = (eid, at, etype, actor.id, actor.label, space, memory, session, revision, payload)
         previous = link(previous, canonical(row))
         rows.append((*row, previous))
