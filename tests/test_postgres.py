@@ -157,6 +157,22 @@ def test_cjk_runs_match_as_contiguous_substrings(pg: Home) -> None:
     assert pg.ok("memory", "search", "--query", "天都")["results"] == []
 
 
+def test_recall_needs_two_prompt_terms_close_together_as_on_sqlite(pg: Home) -> None:
+    close = pg.ok("memory", "add", "--space", "user", "--content", "The staging deploy runs make release.")["id"]
+    pg.ok("memory", "add", "--space", "user", "--content", "We talked about the difference between two plans.")
+    filler = " ".join(f"word{i}" for i in range(40))
+    pg.ok("memory", "add", "--space", "user", "--content", f"Mutex here. {filler} and a semaphore at the end.")
+    c = pg.client("@owner")
+    try:
+        for query in ("What is the difference between a mutex and a semaphore?", "Explain the difference."):
+            assert c.call("memory.recall", spaces=["user"], query=query)["count"] == 0, query
+        for query in ("how do I make a release", "release"):
+            result = c.call("memory.recall", spaces=["user"], query=query)
+            assert result["count"] == 1 and f'"id":"{close}"' in result["text"], query
+    finally:
+        c.close()
+
+
 def test_an_edited_event_breaks_the_chain_and_store_check_names_it(pg: Home) -> None:
     for n in range(3):
         pg.ok("memory", "add", "--space", "user", "--content", f"event source {n}")
