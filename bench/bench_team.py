@@ -36,7 +36,9 @@ def timed(fn: Any) -> float:
 
 def raw_sqlite(path: str) -> Any:
     conn = apsw.Connection(path)
-    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)")
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)")
 
     def insert(text: str) -> None:
         conn.execute("BEGIN IMMEDIATE")
