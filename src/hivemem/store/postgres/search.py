@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -129,6 +130,28 @@ SPECIALS.update({
 })  # fmt: skip
 
 
+_COUNTS: weakref.WeakKeyDictionary[Connection, tuple[int, int, dict[str, int]]] = weakref.WeakKeyDictionary()
+COUNTS_MAX = 4096
+
+
+def document_counts(conn: Connection, terms: list[str]) -> tuple[int, list[int]]:
+    """How many indexed rows there are, and how many match each term (bm25's document frequencies), kept per
+    connection until the store changes: every committed change appends an event, so the newest event id says
+    whether the cached counts still describe the store (as SQLite's document_counts does). Each term is counted
+    through the GIN index; the total is counted once per change."""
+    version = int(conn.run("SELECT COALESCE(max(id), 0) FROM events")[0][0])
+    cached = _COUNTS.get(conn)
+    if cached is None or cached[0] != version or len(cached[2]) >= COUNTS_MAX:
+        total = int(conn.run("SELECT count(*) FROM memories WHERE search IS NOT NULL")[0][0])
+        cached = (version, total, {})
+        _COUNTS[conn] = cached
+    known = cached[2]
+    for term in terms:
+        if term not in known:
+            known[term] = int(conn.run("SELECT count(*) FROM memories WHERE search @@ %s::tsquery", (term,))[0][0])
+    return cached[1], [known[t] for t in terms]
+
+
 def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
     """Up to `limit` ids of live, active memories the filter admits, best first (SPEC 9.1 step 2): each term's
     `ts_rank` (title 5, tags 3, content 1, length-normalized) times its bm25 inverse document frequency, summed,
@@ -136,10 +159,8 @@ def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MA
     terms = [q for q in (query([w]) for w in words) if q is not None]
     if not terms:
         return []
-    counts = conn.run("SELECT " + ", ".join(["count(*) FILTER (WHERE search @@ %s::tsquery)"] * len(terms))
-                      + ", count(*) FROM memories WHERE search IS NOT NULL", terms)[0]  # fmt: skip
-    total = int(counts[-1])
-    idf = [max(math.log((total - int(n) + 0.5) / (int(n) + 0.5)), 1e-6) for n in counts[:-1]]
+    total, counts = document_counts(conn, terms)
+    idf = [max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
     where, args = condition(flt, "m")
     score = " + ".join(f"?::float8 * ts_rank('{WEIGHTS}'::real[], m.search, ?::tsquery, 1)" for _ in terms)
     sql = (f"SELECT m.id FROM memories m WHERE m.search @@ ?::tsquery AND {where} "
