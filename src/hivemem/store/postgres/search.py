@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any, cast
@@ -130,20 +131,20 @@ SPECIALS.update({
 })  # fmt: skip
 
 
-_COUNTS: weakref.WeakKeyDictionary[Connection, tuple[int, int, dict[str, int]]] = weakref.WeakKeyDictionary()
+_COUNTS: weakref.WeakKeyDictionary[Connection, tuple[float, int, dict[str, int]]] = weakref.WeakKeyDictionary()
 COUNTS_MAX = 4096
+COUNTS_TTL = 10.0  # seconds a connection's document counts are reused
 
 
 def document_counts(conn: Connection, terms: list[str]) -> tuple[int, list[int]]:
     """How many indexed rows there are, and how many match each term (bm25's document frequencies), kept per
-    connection until the store changes: every committed change appends an event, so the newest event id says
-    whether the cached counts still describe the store (as SQLite's document_counts does). Each term is counted
-    through the GIN index; the total is counted once per change."""
-    version = int(conn.run("SELECT COALESCE(max(id), 0) FROM events")[0][0])
+    connection for COUNTS_TTL seconds: an estimate for ranking, which a search's own usage events must not
+    invalidate at every call. Each term is counted through the GIN index."""
     cached = _COUNTS.get(conn)
-    if cached is None or cached[0] != version or len(cached[2]) >= COUNTS_MAX:
+    now = time.monotonic()
+    if cached is None or now - cached[0] > COUNTS_TTL or len(cached[2]) >= COUNTS_MAX:
         total = int(conn.run("SELECT count(*) FROM memories WHERE search IS NOT NULL")[0][0])
-        cached = (version, total, {})
+        cached = (now, total, {})
         _COUNTS[conn] = cached
     known = cached[2]
     for term in terms:
