@@ -115,8 +115,10 @@ def run(size: int, adds: int, queries: int, server: str) -> tuple[list[Any], lis
         for i in range(queries):
             query = f"{words[(i * 37) % len(words)]} {words[(i * 91) % len(words)]}"
             for backend, store in stores.items():
-                params = {"query": query, "spaces": [f"project/s{i % 20}"], "limit": 10}
-                search_t[backend].append(timed(lambda s=store, p=params: ops.dispatch(s, who, "memory.search", p)))
+                query_params: dict[str, Any] = {"query": query, "spaces": [f"project/s{i % 20}"], "limit": 10}
+                search_t[backend].append(
+                    timed(lambda s=store, p=query_params: ops.dispatch(s, who, "memory.search", p))
+                )
     finally:
         lite.close()
         team.close()
