@@ -103,6 +103,18 @@ def _remove(conn: Connection, args: Sequence[Any]) -> list[Row]:
     return []
 
 
+def _add_range(conn: Connection, args: Sequence[Any]) -> list[Row]:
+    for (memory,) in conn.run("SELECT id FROM memories WHERE id BETWEEN %s AND %s", (int(args[0]), int(args[1]))):
+        index(conn, int(memory))
+    return []
+
+
+def _live_duplicate(conn: Connection, args: Sequence[Any]) -> list[Row]:
+    found = conn.run("SELECT id FROM memories WHERE space = %s AND content_sha256 = %s AND deleted IS NULL",
+                     (args[0], args[1]))  # fmt: skip
+    return [(args[0], args[1], found[0][0] if found else None)]
+
+
 TERM = re.compile(r'"((?:[^"]|"")*)"')
 
 
@@ -128,6 +140,10 @@ SPECIALS.update({
     "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
     "FROM memories WHERE id = ? AND deleted IS NULL AND status = 'active'": _remove,
     "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?": _match_limit,
+    "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
+    "FROM memory_fts_source WHERE id BETWEEN ? AND ?": _add_range,
+    "SELECT ?1, ?2, (SELECT id FROM memories WHERE space = ?1 AND content_sha256 = ?2 AND deleted IS NULL)":
+        _live_duplicate,
 })  # fmt: skip
 
 
