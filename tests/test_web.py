@@ -352,6 +352,9 @@ def test_sessions_clients_and_health_pages(home: Home, ui: UI) -> None:
     assert "codex" in clients and "read space:user" in clients and "hm1." not in clients
     health = ui.get("/health").body
     assert "daemon.status" in health and "project/api" in health and "<svg" in health
+    for path in ("/health", "/health?check=1"):  # a small store is checked on every load; asked for, always
+        section = ui.get(path).body.split('<section id="check">')[1].split("</section>")[0]
+        assert "no finding" in section and "Not run here: fts.mismatched" in section, section
 
 
 # --- the process ----------------------------------------------------------------------------------------------
