@@ -1,0 +1,321 @@
+"""The hygiene report (`memory.hygiene`): findings about readable memories, each with the verb call that fixes it.
+
+Pure analysis of one `Scan` (store/hygiene.py) read from a snapshot; nothing here writes. Thresholds were
+measured on a labelled set of LoCoMo fact pairs (bench/bench_hygiene.py, docs/hygiene.md):
+
+- `duplicate`: the same capture key in one space (the text equal after NFKC, case folding and punctuation),
+  or, with embeddings on, a cosine similarity of at least VECTOR_DUPLICATE;
+- `near_duplicate`: word-set (Jaccard) similarity of at least NEAR, or, with embeddings, a cosine of at least
+  VECTOR_NEAR;
+- `contradiction_candidate`: two decisions, conventions or preferences of one space and kind on the same topic
+  (Jaccard at least TOPICAL) whose content differs; only a candidate, never a verdict;
+- `stale`, `unused`, `secret`, `orphan_relation`: from review dates, recall events, the secret detector and
+  relations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hivemem import secrets
+from hivemem.search.terms import bigrams, pieces, stopwords
+from hivemem.store.hygiene import Relation, Row, Scan
+
+KINDS = ("duplicate", "near_duplicate", "contradiction_candidate", "stale", "unused", "secret", "orphan_relation")
+CONTESTED = ("decision", "convention", "preference")  # kinds where two different texts on one topic may disagree
+NEAR = 0.6  # word-set Jaccard for near_duplicate (measured: docs/hygiene.md)
+TOPICAL = 0.3  # word-set Jaccard for two contested memories to share a topic
+VECTOR_DUPLICATE = 0.95  # cosine for a duplicate by meaning (multilingual-e5-small, measured)
+VECTOR_NEAR = 0.92  # cosine for a near duplicate by meaning
+VECTOR_EXACT_MAX = 20000  # spaces up to this size compare every pair of vectors; larger ones only word candidates
+POSTING_MAX = 300  # a word shared by more memories than this is too common to propose pairs
+PAIRS_PER_MEMORY = 3  # a memory appears in at most this many pair findings, its most similar ones
+NEGATIONS = frozenset(("not", "no", "never", "don", "doesn", "isn", "aren", "won", "cannot", "without", "avoid"))
+DIGIT = re.compile(r"\d")
+SECRET_FIELDS = ("content", "title", "tags", "source", "provenance")
+
+CanRead = Callable[[str, int], bool]
+Vectors = dict[int, Any]  # memory id -> unit vector (a NumPy array)
+
+
+def words(key: str) -> frozenset[str]:
+    """A capture key's words without English stopwords (all of them when that leaves none); CJK as bigrams."""
+    units: list[str] = []
+    for word in key.split():
+        for piece, cjk in pieces(word):
+            units.extend(bigrams(piece) if cjk else (piece,))
+    stop = stopwords()
+    kept = [u for u in units if u not in stop]
+    return frozenset(kept or units)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter) if a or b else 0.0
+
+
+def similar_pairs(sets: Sequence[frozenset[str]], threshold: float) -> Iterator[tuple[int, int, float]]:
+    """Every pair (i, j, jaccard) with Jaccard at least `threshold`, by prefix filtering: with the words of each
+    set ordered rarest first, two sets that similar must share a word among the first |s| - ceil(t|s|) + 1
+    of each, so only those words are indexed and probed."""
+    df = Counter(w for s in sets for w in s)
+    ordered = [sorted(s, key=lambda w: (df[w], w)) for s in sets]
+    index: dict[str, list[int]] = defaultdict(list)
+    for i in sorted(range(len(sets)), key=lambda k: len(sets[k])):
+        n = len(ordered[i])
+        if n == 0:
+            continue
+        prefix = ordered[i][: n - math.ceil(threshold * n) + 1]
+        seen: set[int] = set()
+        for w in prefix:
+            posting = index[w]
+            if len(posting) > POSTING_MAX:
+                continue
+            for j in posting:
+                if j in seen or len(sets[j]) < threshold * n:
+                    continue
+                seen.add(j)
+                score = jaccard(sets[i], sets[j])
+                if score >= threshold:
+                    yield (j, i, score) if j < i else (i, j, score)
+            posting.append(i)
+
+
+def vector_pairs(ids: Sequence[int], vectors: Vectors, threshold: float) -> Iterator[tuple[int, int, float]]:
+    """Pairs (i, j, cosine) of positions in `ids` whose unit vectors have cosine at least `threshold`."""
+    import numpy as np
+
+    have = [k for k, m in enumerate(ids) if m in vectors]
+    if len(have) < 2:
+        return
+    matrix = np.stack([vectors[ids[k]] for k in have]).astype(np.float32)
+    chunk = 512
+    for start in range(0, len(have), chunk):
+        sims = matrix[start : start + chunk] @ matrix[start:].T
+        rows, cols = np.nonzero(sims >= threshold)
+        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+            if c > r:
+                yield have[start + r], have[start + c], float(sims[r, c])
+
+
+def _keep_first(row: Row) -> tuple[bool, float, str, int]:
+    """The better of duplicates: user-confirmed, then more confident, then newer."""
+    return (row.confidence_state == "user_confirmed", row.confidence, row.updated, row.id)
+
+
+def _cli(verb: str, params: dict[str, Any]) -> str:
+    parts = ["hivemem", *verb.split(".")]
+    for name, value in params.items():
+        text = str(value)
+        parts += [f"--{name.replace('_', '-')}", f"'{text}'" if " " in text else text]
+    return " ".join(parts)
+
+
+def _finding(kind: str, rows: Sequence[Row], reason: str, verb: str, params: dict[str, Any],
+             similarity: float | None = None) -> dict[str, Any]:  # fmt: skip
+    out: dict[str, Any] = {
+        "kind": kind,
+        "memories": [f"m{r.id}" for r in rows],
+        "space": rows[0].space,
+        "reason": reason,
+        "fix": ("HIVEMEM_TOKEN=@owner " if verb == "memory.purge" else "") + _cli(verb, params),
+        "action": {"verb": verb, "params": params},
+    }
+    if similarity is not None:
+        out["similarity"] = round(similarity, 4)
+    return out
+
+
+def _supersede(old: Row, keep: Row, why: str) -> dict[str, Any]:
+    return {"id": f"m{old.id}", "revision": old.revision, "outcome": "superseded", "replacement": f"m{keep.id}",
+            "reason": why}  # fmt: skip
+
+
+def _negated(key: str) -> bool:
+    return not NEGATIONS.isdisjoint(key.split())
+
+
+class Report:
+    """Builds the findings of one scan; `run` returns the memory.hygiene result."""
+
+    def __init__(self, scan: Scan, can_read: CanRead, vectors: Vectors | None, now: datetime, unused_days: int,
+                 embeddings: str) -> None:  # fmt: skip
+        self.scan, self.can_read, self.vectors, self.now = scan, can_read, vectors, now
+        self.unused_days, self.embeddings = unused_days, embeddings
+        self.found: list[dict[str, Any]] = []
+
+    def run(self, limit: int) -> dict[str, Any]:
+        active = [r for r in self.scan.rows if r.status == "active"]
+        by_space: dict[str, list[Row]] = defaultdict(list)
+        for row in active:
+            by_space[row.space].append(row)
+        for space in sorted(by_space):
+            self._pairs(by_space[space])
+        self._stale(active)
+        self._unused(active)
+        self._secrets(self.scan.rows)
+        self._orphans()
+        order = {k: i for i, k in enumerate(KINDS)}
+        self.found.sort(key=lambda f: (order[f["kind"]], f["space"], [int(m[1:]) for m in f["memories"]]))
+        counts = dict.fromkeys(KINDS, 0)
+        for f in self.found:
+            counts[f["kind"]] += 1
+        return {
+            "findings": self.found[:limit],
+            "counts": counts,
+            "memories": len(self.scan.rows),
+            "embeddings": self.embeddings,
+            "usage_recorded": self.scan.usage_recorded,
+            "truncated": len(self.found) > limit,
+        }
+
+    def _pairs(self, rows: list[Row]) -> None:
+        """Duplicates by capture key, then pairs of the remaining (one per key) by words and vectors."""
+        groups: dict[str, list[Row]] = defaultdict(list)
+        for row in rows:
+            groups[row.capture_key].append(row)
+        kept: list[Row] = []
+        for group in groups.values():
+            keep = max(group, key=_keep_first)
+            kept.append(keep)
+            for old in sorted((r for r in group if r is not keep), key=lambda r: r.id):
+                why = f"same text as m{keep.id} once case, width and punctuation are ignored (same capture key)"
+                self.found.append(_finding("duplicate", (old, keep), why, "memory.challenge",
+                                           _supersede(old, keep, f"duplicate of m{keep.id}")))  # fmt: skip
+        if len(kept) > 1:
+            self._similar(sorted(kept, key=lambda r: r.id))
+
+    def _similar(self, kept: list[Row]) -> None:
+        """Pairs of different texts of one space, by words and (with embeddings) vectors, most similar first."""
+        related = self._related()
+        sets = [words(r.capture_key) for r in kept]
+        scores: dict[tuple[int, int], list[float]] = {}
+        for i, j, score in similar_pairs(sets, min(NEAR, TOPICAL)):
+            scores[(i, j)] = [score, -1.0]
+        if self.vectors is not None:
+            ids = [r.id for r in kept]
+            if len(kept) <= VECTOR_EXACT_MAX:
+                for i, j, cos in vector_pairs(ids, self.vectors, VECTOR_NEAR):
+                    scores.setdefault((i, j), [jaccard(sets[i], sets[j]), -1.0])[1] = cos
+            else:  # too many to compare every pair: the word candidates' cosines only
+                for (i, j), pair in scores.items():
+                    a, b = self.vectors.get(ids[i]), self.vectors.get(ids[j])
+                    if a is not None and b is not None:
+                        pair[1] = float(a @ b)
+        used: Counter[int] = Counter()
+        for (i, j), (score, cos) in sorted(scores.items(), key=lambda item: (-max(item[1]), item[0])):
+            a, b = kept[i], kept[j]
+            if frozenset((a.id, b.id)) in related or used[i] >= PAIRS_PER_MEMORY or used[j] >= PAIRS_PER_MEMORY:
+                continue
+            if self._pair(a, b, sets[i], sets[j], score, cos):
+                used[i] += 1
+                used[j] += 1
+
+    def _pair(self, a: Row, b: Row, wa: frozenset[str], wb: frozenset[str], score: float, cos: float) -> bool:
+        """Add the pair's finding, if any; whether one was added."""
+        older, newer = (a, b) if _keep_first(a) < _keep_first(b) else (b, a)
+        contested = a.kind == b.kind and a.kind in CONTESTED
+        if cos >= VECTOR_DUPLICATE:
+            why = f"same meaning as m{newer.id}: vector similarity {cos:.3f} >= {VECTOR_DUPLICATE}"
+            self.found.append(_finding("duplicate", (older, newer), why, "memory.challenge",
+                                       _supersede(older, newer, f"duplicate of m{newer.id}"), cos))  # fmt: skip
+            return True
+        differ = (wa ^ wb) and (
+            any(DIGIT.search(w) for w in wa ^ wb) or _negated(a.capture_key) != _negated(b.capture_key)
+        )
+        if contested and score >= TOPICAL and (differ or (score < NEAR and cos < VECTOR_NEAR)):
+            shared = ", ".join(sorted(wa & wb)[:6])[:80]
+            why = (f"both {a.kind}s in {a.space} on the same topic (shared words: {shared}; word similarity "
+                   f"{score:.2f}) but with different content: one may contradict the other")  # fmt: skip
+            params = {"source": f"m{newer.id}", "target": f"m{older.id}", "relation": "contradicts",
+                      "reason": "hygiene: contradiction candidate"}  # fmt: skip
+            self.found.append(_finding("contradiction_candidate", (older, newer), why, "memory.relate", params, score))
+            return True
+        if score >= NEAR or cos >= VECTOR_NEAR:
+            measure = f"word similarity {score:.2f}" + (f", vector similarity {cos:.3f}" if cos >= 0 else "")
+            why = (
+                f"nearly the same as m{newer.id} ({measure}): relate them, or merge by confirming one and "
+                "superseding the other"
+            )
+            params = {"source": f"m{newer.id}", "target": f"m{older.id}", "relation": "duplicates",
+                      "reason": "hygiene: near duplicate"}  # fmt: skip
+            self.found.append(_finding("near_duplicate", (older, newer), why, "memory.relate", params,
+                                       max(score, cos)))  # fmt: skip
+            return True
+        return False
+
+    def _related(self) -> set[frozenset[int]]:
+        return {frozenset((r.source.id, r.target.id)) for r in self.scan.relations}
+
+    def _stale(self, rows: list[Row]) -> None:
+        at = _stamp(self.now)
+        for row in rows:
+            if row.expires_at and row.expires_at <= at:
+                why = f"expired at {row.expires_at}"
+            elif row.review_after and row.review_after <= at:
+                why = f"due for review since {row.review_after}"
+            elif row.confidence_state == "needs_review":
+                why = "flagged needs_review"
+            else:
+                continue
+            params = {"id": f"m{row.id}", "revision": row.revision, "outcome": "stale",
+                      "reason": f"hygiene: {why}"}  # fmt: skip
+            self.found.append(_finding("stale", (row,), why + " (if it still holds: --outcome still_valid)",
+                                       "memory.challenge", params))  # fmt: skip
+
+    def _unused(self, rows: list[Row]) -> None:
+        """Only when some search recorded usage: with recording off, "never recalled" would say nothing."""
+        if not self.scan.usage_recorded:
+            return
+        cutoff = _stamp(self.now - timedelta(days=self.unused_days))
+        for row in rows:
+            last = self.scan.recalled.get(row.id)
+            if row.created < cutoff and (last is None or last < cutoff):
+                when = f"last recalled {last}" if last else "never recalled"
+                why = f"{when}; not recalled or searched with usage recorded in {self.unused_days} days"
+                params = {"id": f"m{row.id}", "revision": row.revision}
+                self.found.append(_finding("unused", (row,), why, "memory.archive", params))
+
+    def _secrets(self, rows: list[Row]) -> None:
+        for row in rows:
+            for name in SECRET_FIELDS:
+                value = getattr(row, name)
+                kind = secrets.find(value) if value else None
+                if kind is not None:
+                    why = f"its {name} holds text the secret detector refuses today ({kind}); purge erases every copy"
+                    self.found.append(_finding("secret", (row,), why, "memory.purge", {"id": f"m{row.id}"}))
+                    break
+
+    def _orphans(self) -> None:
+        """A relation from a live memory the caller reads to one that is gone or deleted (and that the caller may
+        read: an unreadable end is never mentioned)."""
+        live = {r.id: r for r in self.scan.rows}
+        for rel in self.scan.relations:
+            for here, there in ((rel.source, rel.target), (rel.target, rel.source)):
+                row = live.get(here.id)
+                if row is None or not here.live or there.live:
+                    continue
+                if there.space is not None and not self.can_read(there.space, there.id):
+                    continue
+                state = "purged" if there.space is None else "deleted"
+                why = f"{rel.relation} relation between m{rel.source.id} and m{rel.target.id}; m{there.id} is {state}"
+                params = {"source": f"m{rel.source.id}", "target": f"m{rel.target.id}", "relation": rel.relation}
+                self.found.append(_finding("orphan_relation", (row,), why, "memory.unrelate", params))
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def report(scan: Scan, can_read: CanRead, vectors: Vectors | None, *, unused_days: int, limit: int,
+           embeddings: str, now: datetime | None = None) -> dict[str, Any]:  # fmt: skip
+    """The memory.hygiene result for one scan."""
+    return Report(scan, can_read, vectors, now or datetime.now(UTC), unused_days, embeddings).run(limit)
+
+
+__all__ = ["KINDS", "Relation", "report", "similar_pairs", "words"]
