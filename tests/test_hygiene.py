@@ -272,3 +272,34 @@ def test_hygiene_through_the_cli_and_mcp(home: Home, owner: DaemonClient) -> Non
             assert result.structured_content["counts"]["duplicate"] == 1
 
     anyio.run(main)
+
+
+def test_doctor_summarizes_the_counts_in_one_line(home: Home, owner: DaemonClient) -> None:
+    add(owner, "the cache lives in redis")
+    add(owner, "The cache lives in Redis.")
+    add(owner, "due soon", review_after="2020-01-01T00:00:00Z")
+    report = home.cli("doctor", "--json")
+    line = next(c for c in report.json["checks"] if c["id"] == "memory.hygiene")
+    assert line["status"] == "ok" and line["message"] == "1 duplicate, 1 stale in 3 memories", line
+    assert "hivemem hygiene" in line["fix"]
+    home.stop_daemon()
+    stopped = home.cli("doctor", "--json")
+    line = next(c for c in stopped.json["checks"] if c["id"] == "memory.hygiene")
+    assert line["message"] == "not checked: the daemon is not running" and home.daemon_pid() is None
+
+
+def test_the_session_start_hint_is_off_by_default_and_one_line_when_on(home: Home) -> None:
+    for n in range(3):
+        home.ok("memory", "add", "--space", "user", "--content", f"check the {n} dashboards", "--kind", "convention",
+                "--review-after", "2020-01-01T00:00:00Z")  # fmt: skip
+    payload = json.dumps({"session_id": "s-hint", "cwd": "/", "source": "startup"})
+
+    def context() -> str:
+        result = home.cli("hook", "session-start", stdin=payload, token=None)
+        assert result.code == 0 and result.err == "", result
+        return str(json.loads(result.out)["hookSpecificOutput"]["additionalContext"]) if result.out.strip() else ""
+
+    assert "due for review" not in context()
+    home.ok("config", "set", "--key", "recall.hygiene_hint", "--value", "true")
+    lines = [line for line in context().splitlines() if "due for review" in line]
+    assert lines == ["hivemem: 3 memories are due for review (hivemem hygiene)"]
