@@ -16,13 +16,18 @@ measured on a labelled set of LoCoMo fact pairs (bench/bench_hygiene.py, docs/hy
 from __future__ import annotations
 
 import math
+import os
+import pickle
 import re
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hivemem import secrets
+from hivemem.errors import Failed
 from hivemem.search.terms import CJK_RUN, bigrams, pieces, stopwords
 from hivemem.store.hygiene import Relation, Row, Scan
 
@@ -37,6 +42,8 @@ POSTING_MAX = 100  # a word shared by more memories than this is too common to p
 PAIRS_PER_MEMORY = 3  # a memory appears in at most this many pair findings, its most similar ones
 NEGATIONS = frozenset(("not", "no", "never", "don", "doesn", "isn", "aren", "won", "cannot", "without", "avoid"))
 DIGIT = re.compile(r"\d")
+WORKER_MIN_ROWS = 5000  # from this many memories the report runs in a worker process (start-up ~0.3 s)
+WORKER_NICE = 10  # the worker yields the CPU to the daemon's writer
 SECRET_FIELDS = ("content", "title", "tags", "source", "provenance")
 SECRET_CHUNK = 200  # rows scanned as one text (measured: a third of the time of one scan per row)
 
@@ -354,8 +361,33 @@ def _stamp(moment: datetime) -> str:
 
 def report(scan: Scan, can_read: CanRead, vectors: Vectors | None, *, unused_days: int, limit: int,
            embeddings: str, now: datetime | None = None) -> dict[str, Any]:  # fmt: skip
-    """The memory.hygiene result for one scan."""
-    return Report(scan, can_read, vectors, now or datetime.now(UTC), unused_days, embeddings).run(limit)
+    """The memory.hygiene result for one scan: in this process for a small scan, else in a worker process at
+    low CPU priority, so that the daemon's writer never waits on this thread for the interpreter lock or for
+    a core (docs/decisions.md D173)."""
+    moment = now or datetime.now(UTC)
+    if len(scan.rows) < WORKER_MIN_ROWS:
+        return Report(scan, can_read, vectors, moment, unused_days, embeddings).run(limit)
+    ends = {e.id for r in scan.relations for e in (r.source, r.target) if e.space and can_read(e.space, e.id)}
+    job = (scan, ends, vectors, moment, unused_days, embeddings, limit)
+    proc = subprocess.run([sys.executable, "-m", "hivemem.search.hygiene"], input=pickle.dumps(job),
+                          capture_output=True, check=False)  # fmt: skip
+    if proc.returncode != 0:
+        raise Failed("store", "the hygiene worker failed: " + proc.stderr.decode("utf-8", "replace")[-500:])
+    result: dict[str, Any] = pickle.loads(proc.stdout)
+    return result
 
+
+def _worker() -> None:
+    """`python -m hivemem.search.hygiene`: one pickled job on stdin (from `report`), its result on stdout."""
+    os.nice(WORKER_NICE)
+    with open(0, "rb", closefd=False) as job:
+        scan, ends, vectors, moment, unused_days, embeddings, limit = pickle.loads(job.read())
+    out = Report(scan, lambda space, memory: memory in ends, vectors, moment, unused_days, embeddings).run(limit)
+    with open(1, "wb", closefd=False) as pipe:  # the parent's pipe, not a terminal: nothing is printed
+        pipe.write(pickle.dumps(out))
+
+
+if __name__ == "__main__":
+    _worker()
 
 __all__ = ["KINDS", "Relation", "report", "similar_pairs", "words"]
