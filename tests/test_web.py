@@ -665,3 +665,18 @@ def test_hygiene_page_lists_findings_and_fixes_go_through_a_preview(home: Home, 
     assert "No findings" in ui.get("/hygiene").body
     assert ui.post("/hygiene/fix", {"verb": "memory.purge", "id": "m4"}).status == 400, "only the listed verbs"
     assert "Secrets found in old rows: 0" in ui.get("/health").body
+
+
+def test_browser_fix_a_duplicate_from_the_hygiene_page(home: Home, page: Page, ui: UI) -> None:
+    home.ok("memory", "add", "--space", "project/api", "--content", "API pins Zig, with zigversion!")
+    page.goto(ui.login_url)
+    page.get_by_role("link", name="Hygiene").click()
+    assert "1 duplicate in 2 memories" in page.inner_text("main") and TRUST in page.inner_text("main")
+    shot(page, "hygiene")
+    page.get_by_role("button", name="Preview: superseded").click()
+    assert "Nothing has changed yet" in page.inner_text("main")
+    assert memory(home)["status"] == "active", "a preview writes nothing"
+    page.get_by_role("button", name="Apply: superseded").click()
+    assert memory(home)["status"] == "archived"
+    page.get_by_role("link", name="Hygiene").click()
+    assert "No findings" in page.inner_text("main")
