@@ -297,12 +297,13 @@ def raw_read(path: str) -> float:
 
 
 def cpu_s(pid: int | None) -> float:
-    """User + system CPU seconds a process has used (load on a shared machine stretches wall time, not this)."""
+    """User + system CPU seconds a process and its finished children (the report's worker) have used (load on a
+    shared machine stretches wall time, not this)."""
     if pid is None:
         return 0.0
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def adds(home: bl.Home, count: int, tag: str) -> list[float]:
