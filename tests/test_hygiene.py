@@ -259,7 +259,7 @@ def test_hygiene_through_the_cli_and_mcp(home: Home, owner: DaemonClient) -> Non
     printed = home.cli("hygiene")
     assert printed.code == 0
     lines = printed.out.splitlines()
-    assert lines[0].split()[:4] == ["KIND", "MEMORIES", "SPACE", "REASON"]
+    assert lines[0].split()[:4] == ["KIND", "IDS", "SPACE", "REASON"]
     assert lines[1].startswith("duplicate") and "m1,m2" in lines[1]
     assert lines[-1] == "1 duplicate in 2 memories"
     assert printed.err == "", "no progress line on a pipe"

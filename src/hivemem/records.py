@@ -467,7 +467,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
                   ("EXPIRES", "expires")),
     "Event": (("ID", "id"), ("TIME", "ts"), ("TYPE", "type"), ("BY", "principal"), ("WHERE", ""),
               ("REV", "revision"), ("DATA", "data")),
-    "HygieneFinding": (("KIND", "kind"), ("MEMORIES", "memories"), ("SPACE", "space"), ("REASON", "reason"),
+    "HygieneFinding": (("KIND", "kind"), ("IDS", "memories"), ("SPACE", "space"), ("REASON", "reason"),
                        ("FIX", "fix")),
     "Session": (("SESSION", "session"), ("HARNESS", "harness"), ("HARNESS SESSION", "harness_session"),
                 ("PARENT", "parent"), ("REPORTED BY", "reported_by"), ("STARTED", "started"), ("ENDED", "ended")),

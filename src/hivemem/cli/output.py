@@ -258,7 +258,7 @@ CELLS: dict[str, Any] = {
     "DATA": lambda r: dumps(r["data"]) if r.get("data") else "",
     "PARENT": _parent,
     "REVIEW": lambda r: _why(r),
-    "MEMORIES": lambda r: ",".join(r["memories"]),
+    "IDS": lambda r: ",".join(r["memories"]),
 }
 
 
