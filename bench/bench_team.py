@@ -36,7 +36,9 @@ def timed(fn: Any) -> float:
 
 def raw_sqlite(path: str) -> Any:
     conn = apsw.Connection(path)
-    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)")
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)")
 
     def insert(text: str) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -113,8 +115,10 @@ def run(size: int, adds: int, queries: int, server: str) -> tuple[list[Any], lis
         for i in range(queries):
             query = f"{words[(i * 37) % len(words)]} {words[(i * 91) % len(words)]}"
             for backend, store in stores.items():
-                params = {"query": query, "spaces": [f"project/s{i % 20}"], "limit": 10}
-                search_t[backend].append(timed(lambda s=store, p=params: ops.dispatch(s, who, "memory.search", p)))
+                query_params: dict[str, Any] = {"query": query, "spaces": [f"project/s{i % 20}"], "limit": 10}
+                search_t[backend].append(
+                    timed(lambda s=store, p=query_params: ops.dispatch(s, who, "memory.search", p))
+                )
     finally:
         lite.close()
         team.close()

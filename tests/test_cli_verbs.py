@@ -503,10 +503,14 @@ def test_store_status_fields_and_counts(home: Home) -> None:
     result = status(home)
     assert set(result) == {"path", "schema_version", "sqlite_version", "bytes", "memories", "drafts", "archived",
                            "deleted", "versions", "sessions", "vectors", "pending", "embeddings"}  # fmt: skip
-    assert os.path.samefile(result["path"], home.paths.store)
-    assert result["schema_version"] == 2
-    version = tuple(int(x) for x in result["sqlite_version"].split("."))
-    assert version >= (3, 42, 0)
+    if home.store_url:  # a team store (D156): its URL, its own schema version, the server's name
+        assert result["path"] == home.store_url and result["schema_version"] == 1
+        assert result["sqlite_version"].startswith("PostgreSQL ")
+    else:
+        assert os.path.samefile(result["path"], home.paths.store)
+        assert result["schema_version"] == 2
+        version = tuple(int(x) for x in result["sqlite_version"].split("."))
+        assert version >= (3, 42, 0)
     assert result["bytes"] > 0
     assert (result["memories"], result["drafts"], result["archived"], result["deleted"]) == (1, 0, 0, 1)
     assert result["versions"] == 3

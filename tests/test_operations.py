@@ -389,6 +389,7 @@ def on_a_terminal(home: Home, *args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), seen.decode("utf-8", "replace")
 
 
+@pytest.mark.sqlite_only  # store check's progress and store backup are the SQLite file's (D155)
 def test_long_work_shows_progress_on_a_terminal_only(home: Home) -> None:
     many = document(
         [{"id": f"m{i}", "space": "user", "content": f"memory number {i} of many"} for i in range(1, 10001)]

@@ -91,6 +91,7 @@ def test_every_verb_returns_its_declared_shape(home: Home, owner: DaemonClient) 
     call("memory.capture", space="user", content="A captured draft, about shapes!")  # its exact duplicate
     call("memory.confirm", id=draft["id"], revision=1)
     call("memory.review", spaces=["user"])
+    call("memory.hygiene")
     call("memory.challenge", id=draft["id"], revision=2, outcome="stale")  # a preview
     call("memory.challenge", id=draft["id"], revision=2, outcome="needs_review")
     call("memory.relate", source=first["id"], target=draft["id"], relation="related", reason="both on shapes")
@@ -153,6 +154,7 @@ def test_every_verb_returns_its_declared_shape(home: Home, owner: DaemonClient) 
             got = check("memory.get", embedded.call("memory.get", id=found["results"][0]["id"]), seen)
             assert got["embedding"] == "ready"
             check("memory.recall", embedded.call("memory.recall", spaces=["user"], query="shapes"), seen)
+            check("memory.hygiene", embedded.call("memory.hygiene"), seen)
             check("embeddings.reindex", embedded.call("embeddings.reindex"), seen)
         finally:
             embedded.close()

@@ -352,6 +352,9 @@ def test_sessions_clients_and_health_pages(home: Home, ui: UI) -> None:
     assert "codex" in clients and "read space:user" in clients and "hm1." not in clients
     health = ui.get("/health").body
     assert "daemon.status" in health and "project/api" in health and "<svg" in health
+    for path in ("/health", "/health?check=1"):  # a small store is checked on every load; asked for, always
+        section = ui.get(path).body.split('<section id="check">')[1].split("</section>")[0]
+        assert "no finding" in section and "Not run here: fts.mismatched" in section, section
 
 
 # --- the process ----------------------------------------------------------------------------------------------
@@ -634,3 +637,49 @@ def test_the_review_queue_lists_due_and_expired_memories(home: Home, ui: UI) -> 
     applied = ui.post("/memory/m3/challenge", {"revision": "1", "outcome": "stale", "confirm": "1"})
     assert applied.status == 303 and memory(home, "m3")["status"] == "archived"
     assert ui.post("/memory/m3/restore", {}).status == 303 and memory(home, "m3")["status"] == "active"
+
+
+# --- hygiene ---------------------------------------------------------------------------------------------------
+
+
+def test_hygiene_page_lists_findings_and_fixes_go_through_a_preview(home: Home, ui: UI) -> None:
+    home.ok("memory", "add", "--space", "project/api", "--content", "API pins Zig, with zigversion!")
+    home.ok("memory", "add", "--space", "project/api", "--kind", "convention", "--content", "use tabs in go files")
+    home.ok("memory", "add", "--space", "project/api", "--kind", "convention",
+            "--content", "never use tabs in go files")  # fmt: skip
+    ui.login()
+    listed = ui.get("/hygiene")
+    assert listed.status == 200 and "duplicate" in listed.body and "contradiction_candidate" in listed.body
+    assert "Preview: superseded" in listed.body and "Preview: relate" in listed.body
+    assert "1 duplicate, 1 contradiction_candidate in 4 memories" in listed.body
+    preview = ui.post("/memory/m1/challenge", {"revision": "1", "outcome": "superseded", "replacement": "m2",
+                                               "reason": "duplicate of m2"})  # fmt: skip
+    assert preview.status == 200 and "Nothing has changed yet" in preview.body
+    assert memory(home)["status"] == "active", "a preview writes nothing"
+    applied = ui.post("/memory/m1/challenge", {"revision": "1", "outcome": "superseded", "replacement": "m2",
+                                               "reason": "duplicate of m2", "confirm": "1"})  # fmt: skip
+    assert applied.status == 303 and memory(home)["status"] == "archived"
+    fields = {"verb": "memory.relate", "source": "m4", "target": "m3", "relation": "contradicts"}
+    shown = ui.post("/hygiene/fix", fields)
+    assert shown.status == 200 and "Nothing has changed yet" in shown.body and "Apply: relate" in shown.body
+    assert memory(home, "m4").get("relations", []) == []
+    assert ui.post("/hygiene/fix", {**fields, "confirm": "1"}).status == 303
+    assert {"relation": "contradicts", "target": "m3", "direction": "out"} in memory(home, "m4")["relations"]
+    assert "No findings" in ui.get("/hygiene").body
+    assert ui.post("/hygiene/fix", {"verb": "memory.purge", "id": "m4"}).status == 400, "only the listed verbs"
+    assert "Secrets found in old rows: 0" in ui.get("/health").body
+
+
+def test_browser_fix_a_duplicate_from_the_hygiene_page(home: Home, page: Page, ui: UI) -> None:
+    home.ok("memory", "add", "--space", "project/api", "--content", "API pins Zig, with zigversion!")
+    page.goto(ui.login_url)
+    page.get_by_role("link", name="Hygiene").click()
+    assert "1 duplicate in 2 memories" in page.inner_text("main") and TRUST in page.inner_text("main")
+    shot(page, "hygiene")
+    page.get_by_role("button", name="Preview: superseded").click()
+    assert "Nothing has changed yet" in page.inner_text("main")
+    assert memory(home)["status"] == "active", "a preview writes nothing"
+    page.get_by_role("button", name="Apply: superseded").click()
+    assert memory(home)["status"] == "archived"
+    page.get_by_role("link", name="Hygiene").click()
+    assert "No findings" in page.inner_text("main")

@@ -40,6 +40,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("recall.min_similarity", 0.3, "Floor for vector-only recall hits.", 0.0, 1.0),
     Setting("recall.team_spaces", [], "Team spaces appended to the fixed read path."),
     Setting("recall.session_limit", 12, "Records a session-start recall renders.", 1, 100),
+    Setting("recall.hygiene_hint", False, "Session start adds one line saying how many memories are due for review."),
     Setting("recall.max_record_chars", 1000, "Longest rendered record.", 100, 100000),
     # At most 12 wire bytes per character (an escaped astral one), so the largest recall still fits a frame.
     Setting("recall.max_total_chars", 6000, "Longest rendered recall.", 200, 300000),

@@ -218,6 +218,24 @@ class Doctor:
                          "searches scan every vector; expect slower vector search")  # fmt: skip
         return check("embeddings.vectors", "ok", f"{count} vectors")
 
+    def memory_hygiene(self) -> Check:
+        """memory.hygiene's counts in one line, from the running daemon with the caller's token (doctor never
+        starts the daemon, and what the counts cover is what that token reads)."""
+        fix = "hivemem hygiene  # each finding with the verb call that fixes it (docs/hygiene.md)"
+        if self.hello is None:
+            return check("memory.hygiene", "ok", "not checked: the daemon is not running", fix)
+        client = DaemonClient(self.config or config_mod.Config(), start=False, name="doctor")
+        try:
+            report = client.call("memory.hygiene", limit=1)
+        except HivememError as exc:
+            return check("memory.hygiene", "ok", f"not checked: {exc.code}", fix)
+        finally:
+            client.close()
+        found = [f"{n} {kind}" for kind, n in report["counts"].items() if n]
+        message = f"{', '.join(found) or 'no findings'} in {report['memories']} memories"
+        status = "warn" if report["counts"].get("secret") else "ok"
+        return check("memory.hygiene", status, message, fix if found else "")
+
     def _team_store(self) -> libpq.Target | None:
         cfg = self.config or config_mod.Config()
         url = cfg["store.url"]
@@ -365,6 +383,7 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
     Doctor.embeddings_health,
     Doctor.embeddings_pending,
     Doctor.embeddings_vectors,
+    Doctor.memory_hygiene,
 )
 
 

@@ -346,6 +346,7 @@ REASON = _p("reason", "string", "Why, at most 500 bytes (kept in the audit log).
 RELATION_KINDS = ("supersedes", "contradicts", "related", "duplicates", "derived_from")
 OUTCOMES = ("still_valid", "needs_review", "stale", "wrong", "superseded")
 CAPTURE_STATES = ("observed", "inferred")
+UNUSED_HELP = "A memory not recalled in this many days is unused (when usage is recorded)."
 LIFECYCLE = "Lifecycle: capture -> confirm; challenge; review."
 RELATE = (
     _p("source", "string", "The memory the relation goes from, `m<N>`.", required=True, format="memory_id"),
@@ -405,6 +406,24 @@ VERBS += (
         ("denied.read",),
         examples=("hivemem memory review --spaces @project",),
         returns_memory_text=True,
+    ),
+    Verb(
+        "memory.hygiene",
+        "Report duplicates, near duplicates, contradiction candidates, stale, unused and secret-holding memories "
+        "and orphan relations among what the caller can read, each with a reason and the verb call that fixes "
+        "it. Reads one snapshot; writes nothing. " + TRUST_SENTENCE,
+        "read",
+        records.HygieneReport,
+        (
+            SPACES,
+            _p("unused_days", "integer", UNUSED_HELP, default=90, minimum=1, maximum=36500),
+            _p("limit", "integer", "Most findings listed (counts cover all).", default=200, minimum=1, maximum=2000),
+        ),
+        ("denied.read",),
+        examples=("hivemem hygiene --spaces @project", "hivemem hygiene --json"),
+        returns_memory_text=True,
+        cli_name="hygiene",
+        long=True,
     ),
     Verb(
         "memory.challenge",

@@ -263,6 +263,26 @@ def review(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str
     return store.governance.review(_filter(store, principal, p), after, p["limit"])
 
 
+def hygiene(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
+    """Findings about what the caller can read, from one read snapshot; nothing is written."""
+    from hivemem.search.hygiene import report
+
+    flt = _filter(store, principal, {"spaces": p.get("spaces")}, status=None)
+    runtime = store.embeddings
+    with store.search.snapshot():
+        scan = store.governance.hygiene(flt)
+        stored = store.vectors.load(str(runtime.model)) if runtime is not None else None
+    vectors = None
+    if stored is not None:
+        import numpy as np
+
+        wanted = {r.id for r in scan.rows}
+        vectors = {m: np.frombuffer(blob, dtype="<f4") for m, _, blob in stored if m in wanted}
+    can_read: Callable[[str, int], bool] = lambda space, memory: principal.can("read", space, memory)  # noqa: E731
+    kind = "off" if runtime is None else str(runtime.kind)
+    return report(scan, can_read, vectors, unused_days=p["unused_days"], limit=p["limit"], embeddings=kind)
+
+
 def challenge(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
     if p["outcome"] == "superseded" and not p.get("replacement"):
         raise InvalidParams("missing", "superseded needs a replacement", param="replacement")
@@ -497,6 +517,7 @@ HANDLERS: dict[str, Handler] = {
     "memory.capture": capture,
     "memory.confirm": confirm,
     "memory.review": review,
+    "memory.hygiene": hygiene,
     "memory.challenge": challenge,
     "memory.archive": archive,
     "memory.relate": relate,

@@ -356,6 +356,36 @@ class CheckReport(Shape):
     skipped: NotRequired[list[str]]  # checks a read connection cannot run (store check --online)
 
 
+class HygieneAction(Shape):
+    """The governance verb call that would fix a finding: the verb and its params (nothing runs by itself)."""
+
+    verb: str
+    params: dict[str, Any]
+
+
+class HygieneFinding(Shape):
+    """One hygiene finding: its kind, the memories it is about, a reason a person can check, and its fix."""
+
+    kind: str
+    memories: list[str]
+    space: str
+    reason: str
+    fix: str
+    action: HygieneAction
+    similarity: NotRequired[float]
+
+
+class HygieneReport(Shape):
+    """memory.hygiene: findings (at most `limit`), counts of every finding by kind, memories examined."""
+
+    findings: list[HygieneFinding]
+    counts: dict[str, int]
+    memories: int
+    embeddings: str
+    usage_recorded: bool
+    truncated: bool
+
+
 class Repair(Shape):
     """store.repair_fts: the index findings a rebuild clears; applied, the backup taken and the rows indexed."""
 
@@ -437,6 +467,8 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
                   ("EXPIRES", "expires")),
     "Event": (("ID", "id"), ("TIME", "ts"), ("TYPE", "type"), ("BY", "principal"), ("WHERE", ""),
               ("REV", "revision"), ("DATA", "data")),
+    "HygieneFinding": (("KIND", "kind"), ("IDS", "memories"), ("SPACE", "space"), ("REASON", "reason"),
+                       ("FIX", "fix")),
     "Session": (("SESSION", "session"), ("HARNESS", "harness"), ("HARNESS SESSION", "harness_session"),
                 ("PARENT", "parent"), ("REPORTED BY", "reported_by"), ("STARTED", "started"), ("ENDED", "ended")),
 }  # fmt: skip

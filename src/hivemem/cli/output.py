@@ -234,9 +234,18 @@ def _footer(ok: dict[str, Any]) -> list[str]:
     lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
     if isinstance(ok.get("planned"), dict):  # an import's plan
         lines.append("planned: " + ", ".join(f"{n} {what}" for what, n in ok["planned"].items()))
+    if isinstance(ok.get("counts"), dict) and "usage_recorded" in ok:  # memory.hygiene
+        lines.append(hygiene_counts(ok))
     if ok.get("versions"):  # memory.history
         lines.append("A version's text: hivemem memory get --id ID --revision N")
     return lines
+
+
+def hygiene_counts(ok: dict[str, Any]) -> str:
+    """One line of a hygiene report's counts: `3 duplicate, 1 stale of 120 memories` (or `no findings`)."""
+    found = [f"{n} {kind}" for kind, n in ok["counts"].items() if n]
+    shown = f" (first {len(ok['findings'])} listed)" if ok.get("truncated") else ""
+    return f"{', '.join(found) or 'no findings'} in {ok['memories']} memories{shown}"
 
 
 def _doctor(checks: list[dict[str, str]]) -> str:
@@ -285,6 +294,7 @@ CELLS: dict[str, Any] = {
     "DATA": lambda r: dumps(r["data"]) if r.get("data") else "",
     "PARENT": _parent,
     "REVIEW": lambda r: _why(r),
+    "IDS": lambda r: ",".join(r["memories"]),
 }
 
 

@@ -80,9 +80,29 @@ def answer(opts: Options, hook: HookInput, deadline: float) -> str:
         params: dict[str, object] = {} if hook.prompt is None else {"query": hook.prompt}
         spaces.fill_defaults(recall, params, hook.cwd, config["recall.team_spaces"])
         text = str(client.call(recall.name, **params)["text"])
+        if hook.prompt is None and config["recall.hygiene_hint"]:
+            hint = review_hint(client, params)
+            text = f"{text}\n{hint}" if text and hint else text or hint
     finally:
         client.close()
     return output(opts.event, text) if text else ""
+
+
+def review_hint(client: DaemonClient, params: dict[str, object]) -> str:
+    """`hivemem: 3 memories are due for review (hivemem hygiene)` over the recall's read path, or '' when none
+    are (or the count cannot be had: the hint never stands in the way of recall). memory.review is an indexed
+    read of one page, so the hint costs one short call, not a whole hygiene report."""
+    path = params.get("spaces")
+    readable = [s for s in path if isinstance(s, str)] if isinstance(path, list) else []
+    try:
+        page = client.call("memory.review", spaces=readable, limit=200) if readable else {"memories": []}
+    except HivememError:
+        return ""
+    n = len(page["memories"])
+    if not n:
+        return ""
+    count = f"{n}+ memories are" if page.get("next") else ("1 memory is" if n == 1 else f"{n} memories are")
+    return f"hivemem: {count} due for review (hivemem hygiene)"
 
 
 def record_session(client: DaemonClient, opts: Options, hook: HookInput) -> None:

@@ -45,6 +45,7 @@ from hivemem.records import (
     Written,
 )
 from hivemem.store.filters import Filter
+from hivemem.store.hygiene import Scan
 from hivemem.store.limits import Limits
 from hivemem.store.transfer_check import Document
 
@@ -159,6 +160,7 @@ class Governance(Protocol):
     def audit(self, memory: int, before: int | None, limit: int) -> EventPage: ...
     def audited_space(self, memory: int) -> str | None: ...
     def live_space(self, memory: int) -> str | None: ...
+    def hygiene(self, flt: Filter) -> Scan: ...  # memory.hygiene's rows, relations and recall times, one snapshot
 
 
 class Store(Protocol):

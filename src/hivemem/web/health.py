@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from collections import Counter
 from typing import Any
 from urllib.parse import urlencode
@@ -16,6 +17,9 @@ CHART_DAYS = 30
 CHART_EVENTS = 5000  # events read for a chart at most (5 pages of the daemon's maximum), so the page stays fast
 CHART_SPACES = 6
 FINDINGS_SHOWN = 200  # findings listed on the page at most; the counts cover them all
+# Up to this many memories the page runs the store check on every load (about 1 s at 10k); above it, on request
+# (about 18 s at 100k on a busy 2-core machine: bench/RESULTS.md).
+AUTO_CHECK_MEMORIES = 20000
 
 
 def sessions(owner: Owner, req: Request) -> Response:
@@ -107,9 +111,8 @@ def health(owner: Owner, req: Request) -> Response:
     body = (
         "<h2>Doctor</h2>"
         + html.table(("status", "check", "finding", "fix"), checks)
-        + f"<p>Pending embeddings: {html.esc(status.get('pending', 0))}. Secrets in stored rows are scanned by "
-        "<code>hivemem doctor</code> while no daemon runs.</p>"
-        + _store_check(owner)
+        + f"<p>Pending embeddings: {html.esc(status.get('pending', 0))}. {_secrets_line(report['checks'])}</p>"
+        + _store_check_section(owner, req, int(status.get("memories", 0)))
         + "<h2>Store</h2>"
         + html.dl(counts)
         + "<h2>Spaces</h2>"
@@ -117,6 +120,25 @@ def health(owner: Owner, req: Request) -> Response:
         + _charts(owner)
     )
     return Response(body=html.page("Store health", body))
+
+
+def _store_check_section(owner: Owner, req: Request, memories: int) -> str:
+    if memories <= AUTO_CHECK_MEMORIES or req.arg("check") == "1":
+        return _store_check(owner)
+    ask = html.form("/health#check", "", html.hidden("check", "1"), "Run the store check", method="get")
+    why = (f"<p>With {memories:,} memories the check takes a while (it reads every page, row and event), so it runs "
+           "when asked; writes go on meanwhile.</p>")  # fmt: skip
+    return '<section id="check"><h2>Store check</h2>' + why + ask + "</section>"
+
+
+def _secrets_line(checks: list[dict[str, str]]) -> str:
+    """The `secret` count of doctor's memory.hygiene line (the report ran once, for doctor), linked to it."""
+    line = next((c for c in checks if c["id"] == "memory.hygiene"), None)
+    found = re.search(r"(\d+) secret", line["message"]) if line else None
+    if line is None or line["message"].startswith("not checked"):
+        return "Secrets in old rows: not checked."
+    count = int(found.group(1)) if found else 0
+    return f"Secrets found in old rows: {count} ({html.link('/hygiene', 'hygiene')})."
 
 
 def _store_check(owner: Owner) -> str:

@@ -13,6 +13,7 @@ NAV = (
     ("/search", "Search"),
     ("/review", "Review"),
     ("/drafts", "Drafts"),
+    ("/hygiene", "Hygiene"),
     ("/sessions", "Sessions"),
     ("/clients", "Clients"),
     ("/health", "Health"),

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError, InvalidParams
-from hivemem.web import governance, health, html, memories
+from hivemem.web import governance, health, html, hygiene, memories
 from hivemem.web.app import Owner, Request, Response, error_page, hivemem_error
 from hivemem.web.guard import LOGIN_TTL_S, Guard, Refused
 
@@ -26,6 +26,7 @@ GET: list[tuple[re.Pattern[str], Page]] = [
     (re.compile(rf"/memory/{MID}/diff"), memories.diff),
     (re.compile(r"/review"), governance.review),
     (re.compile(r"/drafts"), governance.drafts),
+    (re.compile(r"/hygiene"), hygiene.page),
     (re.compile(r"/sessions"), health.sessions),
     (re.compile(rf"/session/{SID}"), health.session),
     (re.compile(r"/clients"), health.clients),
@@ -39,6 +40,7 @@ POST: list[tuple[re.Pattern[str], Page]] = [
     (re.compile(rf"/memory/{MID}/confirm"), governance.confirm),
     (re.compile(rf"/memory/{MID}/challenge"), governance.challenge),
     (re.compile(rf"/memory/{MID}/archive"), governance.archive),
+    (re.compile(r"/hygiene/fix"), hygiene.fix),
 ]
 STATIC = {"style.css": ("text/css; charset=utf-8", html.STYLE)}
 SECURITY_HEADERS = {

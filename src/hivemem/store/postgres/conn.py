@@ -29,6 +29,9 @@ Special = Callable[["Connection", Sequence[Any]], list[Row]]
 EXACT: dict[str, str] = {
     "SELECT seq FROM sqlite_sequence WHERE name = 'events'": "SELECT COALESCE(max(id), 0) FROM events",
     "PRAGMA user_version": "SELECT 2",
+    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
+    "coalesce((SELECT max(id) FROM memories), 0))": "SELECT GREATEST(COALESCE((SELECT max(id) FROM memories), 0), "
+    "(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq))",
 }
 PIECES: tuple[tuple[str, str], ...] = (
     ("length(CAST(CASE WHEN v.content = '' THEN m.content ELSE v.content END AS BLOB))",
@@ -161,9 +164,13 @@ class Connection:
             self._last_id = int(rows[0][0])
         return Cursor(rows)
 
-    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> Cursor:
+        rows: list[Row] = []
         for args in seq:
-            self.execute(sql, args)
+            rows += self.execute(sql, args).fetchall()
+        if sql.startswith("INSERT INTO memories(id,"):  # ids given: the sequence moves past them
+            self.run("SELECT setval(pg_get_serial_sequence('memories', 'id'), (SELECT max(id) FROM memories))")
+        return Cursor(rows)
 
     def run(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         """A PostgreSQL statement, its parameters bound by the server; errors as the wire's."""

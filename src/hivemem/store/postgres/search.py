@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
+import weakref
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any, cast
@@ -102,6 +104,18 @@ def _remove(conn: Connection, args: Sequence[Any]) -> list[Row]:
     return []
 
 
+def _add_range(conn: Connection, args: Sequence[Any]) -> list[Row]:
+    for (memory,) in conn.run("SELECT id FROM memories WHERE id BETWEEN %s AND %s", (int(args[0]), int(args[1]))):
+        index(conn, int(memory))
+    return []
+
+
+def _live_duplicate(conn: Connection, args: Sequence[Any]) -> list[Row]:
+    found = conn.run("SELECT id FROM memories WHERE space = %s AND content_sha256 = %s AND deleted IS NULL",
+                     (args[0], args[1]))  # fmt: skip
+    return [(args[0], args[1], found[0][0] if found else None)]
+
+
 TERM = re.compile(r'"((?:[^"]|"")*)"')
 
 
@@ -127,7 +141,33 @@ SPECIALS.update({
     "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
     "FROM memories WHERE id = ? AND deleted IS NULL AND status = 'active'": _remove,
     "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?": _match_limit,
+    "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
+    "FROM memory_fts_source WHERE id BETWEEN ? AND ?": _add_range,
+    "SELECT ?1, ?2, (SELECT id FROM memories WHERE space = ?1 AND content_sha256 = ?2 AND deleted IS NULL)":
+        _live_duplicate,
 })  # fmt: skip
+
+
+_COUNTS: weakref.WeakKeyDictionary[Connection, tuple[float, int, dict[str, int]]] = weakref.WeakKeyDictionary()
+COUNTS_MAX = 4096
+COUNTS_TTL = 10.0  # seconds a connection's document counts are reused
+
+
+def document_counts(conn: Connection, terms: list[str]) -> tuple[int, list[int]]:
+    """How many indexed rows there are, and how many match each term (bm25's document frequencies), kept per
+    connection for COUNTS_TTL seconds: an estimate for ranking, which a search's own usage events must not
+    invalidate at every call. Each term is counted through the GIN index."""
+    cached = _COUNTS.get(conn)
+    now = time.monotonic()
+    if cached is None or now - cached[0] > COUNTS_TTL or len(cached[2]) >= COUNTS_MAX:
+        total = int(conn.run("SELECT count(*) FROM memories WHERE search IS NOT NULL")[0][0])
+        cached = (now, total, {})
+        _COUNTS[conn] = cached
+    known = cached[2]
+    for term in terms:
+        if term not in known:
+            known[term] = int(conn.run("SELECT count(*) FROM memories WHERE search @@ %s::tsquery", (term,))[0][0])
+    return cached[1], [known[t] for t in terms]
 
 
 def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
@@ -137,10 +177,8 @@ def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MA
     terms = [q for q in (query([w]) for w in words) if q is not None]
     if not terms:
         return []
-    counts = conn.run("SELECT " + ", ".join(["count(*) FILTER (WHERE search @@ %s::tsquery)"] * len(terms))
-                      + ", count(*) FROM memories WHERE search IS NOT NULL", terms)[0]  # fmt: skip
-    total = int(counts[-1])
-    idf = [max(math.log((total - int(n) + 0.5) / (int(n) + 0.5)), 1e-6) for n in counts[:-1]]
+    total, counts = document_counts(conn, terms)
+    idf = [max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
     where, args = condition(flt, "m")
     score = " + ".join(f"?::float8 * ts_rank('{WEIGHTS}'::real[], m.search, ?::tsquery, 1)" for _ in terms)
     sql = (f"SELECT m.id FROM memories m WHERE m.search @@ ?::tsquery AND {where} "

@@ -37,9 +37,21 @@ from hivemem.records import (
 )
 from hivemem.store.base import Keep, Visible
 from hivemem.store.filters import Filter
+from hivemem.store.hygiene import Scan
 from hivemem.store.keys import ensure_owner_key
 from hivemem.store.limits import Limits
-from hivemem.store.sqlite import audit, clients, erasure, governance, listing, memories, search, sessions, vectors
+from hivemem.store.sqlite import (
+    audit,
+    clients,
+    erasure,
+    governance,
+    hygiene,
+    listing,
+    memories,
+    search,
+    sessions,
+    vectors,
+)
 from hivemem.store.sqlite.db import atomic, check_path, connect, keep_files_on_close, scalar, snapshot
 from hivemem.store.sqlite.operations import SQLiteOperations
 
@@ -416,3 +428,6 @@ class SQLiteGovernance(_Repository):
 
     def live_space(self, memory: int) -> str | None:
         return governance.live_space(self.conn, memory)
+
+    def hygiene(self, flt: Filter) -> Scan:
+        return hygiene.scan(self.conn, flt)
