@@ -62,9 +62,9 @@ def test_atomic_nests_as_savepoints_and_a_failed_inner_change_is_undone_alone(st
 
 
 def test_a_failed_first_change_is_undone_alone_and_the_transaction_goes_on(store: SQLiteStore) -> None:
-    """The first change of a transaction takes no savepoint (D132): undone alone, all the same."""
+    """The first change of a verb's transaction takes no savepoint (D132): undone alone, all the same."""
     conn = store.conn
-    with atomic(conn):
+    with store.transaction():
         with pytest.raises(NotFound), atomic(conn):
             put(conn, "undone")
             with atomic(conn):

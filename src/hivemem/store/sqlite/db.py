@@ -145,10 +145,11 @@ def scalar(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Any:
 
 
 @contextmanager
-def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+def atomic(conn: apsw.Connection, *, verb: bool = False) -> Iterator[apsw.Connection]:
     """One logical change: the outermost call is one BEGIN IMMEDIATE transaction on the file the store path
     names (commit on success, else roll back); a call inside it is undone alone when it fails: a SAVEPOINT, or,
-    when the transaction has changed nothing yet, the transaction itself, begun again after the failure (D132)."""
+    when the transaction is a verb's (`verb`: only row changes, which SQLite counts) and has changed nothing yet,
+    the transaction itself, begun again after the failure (D132)."""
     if not conn.getautocommit():
         begun: int | None = getattr(conn, "begun", None)
         if begun is not None and conn.total_changes() == begun:
@@ -160,7 +161,7 @@ def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         return
     check_identity(conn)
     try:
-        _begin(conn)
+        _begin(conn, verb)
     except apsw.Error as exc:
         raise translate(exc) from None
     try:
@@ -177,10 +178,10 @@ def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         raise translate(exc) from None
 
 
-def _begin(conn: apsw.Connection) -> None:
+def _begin(conn: apsw.Connection, verb: bool) -> None:
     conn.execute("BEGIN IMMEDIATE")
     if isinstance(conn, Connection):
-        conn.begun = conn.total_changes()
+        conn.begun = conn.total_changes() if verb else None
 
 
 def _end(conn: apsw.Connection, how: str) -> None:
@@ -199,9 +200,14 @@ def _first_change(conn: apsw.Connection) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if not conn.getautocommit():  # SQLite may already have rolled the whole transaction back
+        if conn.getautocommit():  # SQLite already rolled the whole transaction back: nothing is open to go on with
+            _end(conn, "ROLLBACK")
+        else:
             conn.execute("ROLLBACK")
-            _begin(conn)
+            try:
+                _begin(conn, verb=True)
+            except apsw.Error:  # busy: the caller's own error still says what failed; nothing is left open
+                _end(conn, "ROLLBACK")
         raise
 
 
