@@ -686,6 +686,11 @@ def test_help_lists_every_command_once_and_never_starts_the_daemon(home: Home) -
     assert len(listed) == len(set(listed))
     for verb in VERBS:
         assert command(verb).removeprefix("hivemem ") in listed, verb.name
+    assert "store restore" in listed, "a group's command that is not a verb is listed too"
+    for group in ("store", "memory", "client", "session"):  # every command each group's own help lists
+        group_help = home.cli(group, "--help").out.split("commands:")[1]
+        for name in [line.split()[0] for line in group_help.splitlines() if line.startswith("  ")]:
+            assert f"{group} {name}" in listed, (group, name)
     detail = home.cli("memory", "add", "--help")
     assert detail.code == 0 and "--content" in detail.out and "--space" in detail.out
     assert home.daemon_pid() is None and not os.path.exists(home.paths.store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -136,3 +137,135 @@ def test_a_corrupt_store_fails_the_integrity_check_with_a_fix_that_exists(home: 
     # The quick check only sees pages: the fix points to the full check and to restoring a backup.
     assert "hivemem store check" in checks["store.integrity"]["fix"]
     assert "hivemem store restore" in checks["store.integrity"]["fix"]
+
+
+# A team store's URL (SPEC 16): `store.tls` and `store.credentials` read it as libpq would, without connecting.
+REMOTE_PLAIN = [
+    "postgresql://db.example.com/hivemem",
+    "postgresql://db.example.com:5433/hivemem?sslmode=prefer",
+    "postgresql://db.example.com/hivemem?sslmode=allow",
+    "postgresql://db.example.com/hivemem?sslmode=disable",
+    "postgres://10.1.2.3/hivemem",
+    "postgresql://localhost/hivemem?host=db.example.com",  # a host= parameter overrides the URL's host
+    "postgresql://localhost,db.example.com/hivemem",  # one host of several leaves the machine
+    "postgresql://[2001:db8::5]:5432/hivemem?sslmode=prefer",
+    "postgresql://db/hivemem?hostaddr=192.0.2.7",  # hostaddr is where libpq connects
+]
+LOCAL_OR_TLS = [
+    "postgresql://db.example.com/hivemem?sslmode=verify-full",
+    "postgresql://db.example.com/hivemem?sslmode=verify-ca",
+    "postgresql://db.example.com/hivemem?sslmode=require",
+    "postgresql://db.example.com/hivemem?gssencmode=require",
+    "postgresql://localhost/hivemem",
+    "postgresql://127.0.0.1:5432/hivemem?sslmode=disable",
+    "postgresql://[::1]/hivemem",
+    "postgresql:///hivemem",  # no host: libpq's default Unix socket
+    "postgresql:///hivemem?host=/var/run/postgresql",
+    "postgresql://%2Fvar%2Frun%2Fpostgresql/hivemem",
+    "postgresql://db.example.com/hivemem?hostaddr=127.0.0.1",
+]
+
+
+def team_home(home: Home, url: str, **env: str) -> Home:
+    """`home` with `store.url` set and only the libpq variables given (none of the test machine's own)."""
+    for key in [k for k in home.env if k.startswith("PG")]:
+        del home.env[key]
+    home.env.update(PGPASSFILE=os.path.join(home.base, "pgpass"), PGSERVICEFILE=os.path.join(home.base, "pgsvc"))
+    home.env.update(env)
+    home.config(f'[store]\nurl = "{url}"\n')
+    return home
+
+
+@pytest.mark.parametrize("url", REMOTE_PLAIN)
+def test_a_remote_team_store_without_tls_warns(home: Home, url: str) -> None:
+    code, _, checks = doctor(team_home(home, url))
+    tls = checks["store.tls"]
+    assert tls["status"] == "warn", tls
+    assert "without TLS" in tls["message"] and "sslmode=verify-full" in tls["fix"]
+    assert code == 0  # a warning, not a failure
+    assert home.daemon_pid() is None
+
+
+@pytest.mark.parametrize("url", LOCAL_OR_TLS)
+def test_tls_or_a_loopback_team_store_passes(home: Home, url: str) -> None:
+    _, _, checks = doctor(team_home(home, url))
+    assert checks["store.tls"]["status"] == "ok", checks["store.tls"]
+
+
+def test_tls_set_by_the_environment_or_a_service_file_counts(home: Home) -> None:
+    url = "postgresql://db.example.com/hivemem"
+    _, _, checks = doctor(team_home(home, url, PGSSLMODE="verify-full"))
+    assert checks["store.tls"]["status"] == "ok" and "PGSSLMODE" in checks["store.tls"]["message"]
+    with open(os.path.join(home.base, "pgsvc"), "w") as f:
+        f.write("# team store\n[other]\nsslmode=verify-full\n[team]\nhost=db.example.com\nsslmode=disable\n")
+    _, _, checks = doctor(team_home(home, "postgresql:///hivemem?service=team"))
+    assert checks["store.tls"]["status"] == "warn" and "service team" in checks["store.tls"]["message"]
+    _, _, checks = doctor(team_home(home, "postgresql:///hivemem?service=team&sslmode=verify-full"))
+    assert checks["store.tls"]["status"] == "ok"  # the URL's own setting wins over the service file's
+    _, _, checks = doctor(team_home(home, "postgresql:///hivemem", PGSERVICE="team"))
+    assert checks["store.tls"]["status"] == "warn" and "db.example.com" in checks["store.tls"]["message"]
+
+
+def test_require_is_tls_but_says_the_server_name_is_not_checked(home: Home) -> None:
+    _, _, checks = doctor(team_home(home, "postgresql://db.example.com/hivemem?sslmode=require"))
+    assert checks["store.tls"]["status"] == "ok"
+    assert "not checked" in checks["store.tls"]["message"] and "verify-full" in checks["store.tls"]["fix"]
+
+
+def test_no_team_store_means_nothing_to_warn_about(home: Home) -> None:
+    code, _, checks = doctor(home)
+    assert code == 0
+    assert checks["store.tls"]["status"] == checks["store.credentials"]["status"] == "ok"
+    assert "store.url is empty" in checks["store.tls"]["message"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://hive:Sw0rdf1sh-9q@db.example.com/hivemem?sslmode=verify-full",
+        "postgresql://db.example.com/hivemem?user=hive&password=Sw0rdf1sh-9q&sslmode=verify-full",
+    ],
+)
+def test_a_password_in_the_url_warns_and_is_never_shown(home: Home, url: str) -> None:
+    code, report, checks = doctor(team_home(home, url))
+    cred = checks["store.credentials"]
+    assert cred["status"] == "warn", cred
+    assert "password" in cred["message"] and os.path.join(home.base, "pgpass") in cred["fix"]
+    assert code == 0
+    text = home.cli("doctor", token=None)
+    for out in (str(report), text.out, text.err):
+        assert "Sw0rdf1sh-9q" not in out
+    assert "store.credentials" in text.out
+
+
+def test_a_password_file_others_can_read_warns(home: Home) -> None:
+    team_home(home, "postgresql://db.example.com/hivemem?sslmode=verify-full")
+    pgpass = os.path.join(home.base, "pgpass")
+    with open(os.open(pgpass, os.O_WRONLY | os.O_CREAT, 0o644), "w") as f:
+        f.write("db.example.com:5432:hivemem:hive:not-shown\n")
+    os.chmod(pgpass, 0o644)
+    _, _, checks = doctor(home)
+    assert (
+        checks["store.credentials"]["status"] == "warn" and f"chmod 0600 {pgpass}" == checks["store.credentials"]["fix"]
+    )
+    os.chmod(pgpass, 0o600)
+    _, _, checks = doctor(home)
+    assert checks["store.credentials"]["status"] == "ok" and pgpass in checks["store.credentials"]["message"]
+
+
+def test_config_set_refuses_a_url_with_a_password(home: Home) -> None:
+    team_home(home, "postgresql://db.example.com/hivemem?sslmode=verify-full")
+    config = os.path.join(home.env["XDG_CONFIG_HOME"], "hivemem", "config.toml")
+    with open(config, "rb") as f:
+        before = f.read()
+    url = "postgresql://hive:Sw0rdf1sh-9q@db.example.com/hivemem?sslmode=verify-full"
+    result = home.cli("config", "set", "--key", "store.url", "--value", url, "--json")
+    assert result.code == 2, result
+    error = json.loads(result.err or result.out)["error"]
+    assert error["code"] == "invalid_params.config" and error["data"]["key"] == "store.url"
+    assert os.path.join(home.base, "pgpass") in error["data"]["fix"]
+    assert "Sw0rdf1sh-9q" not in result.out + result.err
+    with open(config, "rb") as f:
+        assert f.read() == before
+    good = "postgresql://hive@db.example.com/hivemem?sslmode=verify-full"
+    assert home.ok("config", "set", "--key", "store.url", "--value", good)["value"] == good

@@ -237,3 +237,40 @@ def test_restore_refuses_what_is_not_a_good_hivemem_store(home: Home) -> None:
           exit_code=2)  # fmt: skip
     assert open_bytes(home.paths.store) == before, "the store is untouched"
     assert not os.path.exists(home.paths.backups) or os.listdir(home.paths.backups) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "found", "memory", "repairable"), CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS]
+)
+def test_the_online_check_finds_the_same_on_a_read_connection(
+    home: Home, name: str, change: Edit, found: str, memory: str | None, repairable: bool
+) -> None:
+    """`store check --online` runs on one of the daemon's readers: everything but FTS5's own check, which it names."""
+    filled(home)
+    edit(home, change)
+    online = home.ok("store", "check", "--online")
+    assert online["skipped"] == ["fts.mismatched"]
+    full = check(home)
+    assert "skipped" not in full
+    expected = [f for f in full["findings"] if f["check"] != "fts.mismatched"]
+    assert online["findings"] == expected and online["ok"] is (not expected)
+    assert online["counts"] == {k: n for k, n in full["counts"].items() if k != "fts.mismatched"}
+    if found != "fts.mismatched":
+        assert [f for f in online["findings"] if f["check"] == found], online
+
+
+def test_the_online_check_never_waits_for_the_write_lock(home: Home) -> None:
+    """Another process holds the store's write lock: the writer's check waits and gives up, the reader's does not."""
+    filled(home, 3)
+    edit(home, lambda c: c.execute("UPDATE events SET data = '{\"x\":1}' WHERE id = 2"))
+    assert home.ok("store", "status")["memories"] == 3  # the daemon runs
+    holder = apsw.Connection(home.paths.store)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        online = home.ok("store", "check", "--online")
+        assert [(f["check"], f.get("event")) for f in online["findings"]] == [("events.chain", 2)]
+        fails(home, "store", "check", code="unavailable.store_busy", exit_code=6)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert check(home)["counts"] == {"events.chain": 1}

@@ -521,7 +521,48 @@ def test_browser_sessions_and_health(home: Home, page: Page, ui: UI) -> None:
     page.get_by_role("link", name="Health").click()
     assert page.locator("#activity svg").count() == 2, "added and recalled per day"
     assert "daemon.status" in page.inner_text("main")
+    assert "ok: no finding" in page.inner_text("#check")
     shot(page, "activity", "#activity")
+
+
+def test_browser_health_shows_store_check_findings_while_the_daemon_runs(home: Home, browser: Browser) -> None:
+    """The audit chain and the search index are broken in the file while no daemon runs; the health page then
+    shows what the daemon's read-side check finds, with the daemon serving (doctor may not open the file)."""
+    import apsw
+
+    for i in range(4):
+        home.ok("memory", "add", "--space", "user", "--content", f"health check memory {i} about zig")
+    home.stop_daemon()
+    conn = apsw.Connection(home.paths.store)
+    try:
+        conn.execute("UPDATE events SET data = '{\"forged\":true}' WHERE id = 3")
+        conn.execute("DELETE FROM memory_fts_docsize WHERE id = 2")  # m2 loses its search index row
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    running = start_ui(home)
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    try:
+        tab = context.new_page()
+        tab.goto(running.login_url)
+        tab.get_by_role("link", name="Health").click()
+        assert home.daemon_pid() is not None, "the daemon serves while the page checks"
+        main = tab.inner_text("main")
+        assert "skipped while the daemon runs" in main, "doctor's own quick check cannot run now"
+        check = tab.locator("#check")
+        text = check.inner_text()
+        assert "2 findings" in text, text
+        rows = check.locator("tbody tr").all_inner_texts()
+        assert any(r.startswith("events.chain") and "\t3\t" in r for r in rows), rows
+        assert any(r.startswith("fts.missing") and "m2" in r for r in rows), rows
+        assert "Not run here: fts.mismatched" in text
+        check.get_by_role("link", name="m2").click()
+        assert urlsplit(tab.url).path == "/memory/m2"
+        assert home.ok("memory", "add", "--space", "user", "--content", "writes go on")["id"] == "m5"
+    finally:
+        context.close()
+        code, err = stop_ui(running)
+    assert code == 0 and "Traceback" not in err, err
 
 
 # --- governance: review queue, drafts, challenges -------------------------------------------------------------

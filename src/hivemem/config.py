@@ -232,6 +232,12 @@ def _check_store_url(key: str, value: Any) -> str:
     return str(value)
 
 
+def libpq_environment() -> dict[str, str]:
+    """The variables libpq reads (`PG*`): a team store's host, TLS mode, service and password file may come from
+    them, as they do for the daemon that this environment starts (SPEC 16)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("PG")}
+
+
 def _bad(key: str, why: str) -> Any:
     raise InvalidParams("config", f"config key {key}: {why}", key=key)
 

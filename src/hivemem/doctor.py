@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hivemem import config as config_mod
-from hivemem import paths
+from hivemem import libpq, paths
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store.sqlite import integrity
@@ -218,6 +218,52 @@ class Doctor:
                          "searches scan every vector; expect slower vector search")  # fmt: skip
         return check("embeddings.vectors", "ok", f"{count} vectors")
 
+    def _team_store(self) -> libpq.Target | None:
+        cfg = self.config or config_mod.Config()
+        url = cfg["store.url"]
+        return libpq.target(url, config_mod.libpq_environment()) if url else None
+
+    def store_tls(self) -> Check:
+        """A team store reached over the network in the clear (SPEC 16): memory text and logins can be read."""
+        found = self._team_store()
+        if found is None:
+            return check("store.tls", "ok", "no team store: store.url is empty (the SQLite store file is local)")
+        if found.problem:
+            fix = "hivemem config set --key store.url --value 'postgresql://HOST/DB?sslmode=verify-full'"
+            return check("store.tls", "warn", f"store.url cannot be read as libpq reads it: {found.problem}", fix)
+        remote, mode = found.remote, f"sslmode={found.sslmode} from {found.sslmode_from}"
+        if not remote:
+            return check("store.tls", "ok", "the team store is on this machine (loopback or Unix socket)")
+        where = ", ".join(remote[:5])
+        if not found.encrypted:
+            return check("store.tls", "warn",
+                         f"the team store at {where} is reached without TLS ({mode}): memory text and logins "
+                         "cross the network readable by anyone on the path",
+                         "add sslmode=verify-full to store.url (?sslmode=verify-full) and the server's CA "
+                         "certificate as ~/.postgresql/root.crt (docs/team.md)")  # fmt: skip
+        if found.sslmode != libpq.VERIFIED and found.sslmode in libpq.TLS_MODES:
+            return check("store.tls", "ok", f"TLS to {where} ({mode}); the server's name is not checked against "
+                         "its certificate", "sslmode=verify-full also checks it (docs/team.md)")  # fmt: skip
+        return check("store.tls", "ok", f"encrypted to {where} ({mode}, gssencmode={found.gssencmode})")
+
+    def store_credentials(self) -> Check:
+        """A password in hivemem's config (SPEC 16 keeps credentials in libpq's own files); never shows it."""
+        found = self._team_store()
+        if found is None:
+            return check("store.credentials", "ok", "no team store: store.url is empty")
+        pgpass = libpq.password_file(config_mod.libpq_environment())
+        if found.password == "store.url":
+            return check("store.credentials", "warn",
+                         "store.url holds a password: it sits in hivemem's config and shows wherever the config "
+                         "or the URL is shown",
+                         f"remove it from store.url and put it in libpq's password file {pgpass} (mode 0600, one "
+                         "line host:port:database:user:password), or use a service file (docs/team.md)")  # fmt: skip
+        if _loose(pgpass):
+            loose = f"{pgpass} is readable by group or others, so libpq ignores it"
+            return check("store.credentials", "warn", loose, f"chmod 0600 {pgpass}")
+        return check("store.credentials", "ok", f"no password in store.url; libpq finds it itself ({pgpass}, "
+                     "a service file or the environment)")  # fmt: skip
+
     def git_tracked(self) -> Check:
         tracked = _git_files()
         names = {*TRACKED_NAMES, *(os.path.basename(self.paths.store) + s for s in ("", "-wal", "-shm"))}
@@ -308,6 +354,8 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
     Doctor.store_sqlite,
     Doctor.store_permissions,
     Doctor.store_integrity,
+    Doctor.store_tls,
+    Doctor.store_credentials,
     Doctor.secrets_stored,
     Doctor.daemon_status,
     Doctor.daemon_version,

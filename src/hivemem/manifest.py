@@ -22,24 +22,26 @@ class Param:
     """One verb parameter: its wire type (string, integer, number, boolean, array, object), bounds and help.
 
     Traits the layers read instead of naming params: `writes` (a true value makes the request write, so it
-    runs on the writer), `client_default` (what a client fills in when the param is absent: `read_path`, the
-    fixed read path of SPEC 3; the wire still requires it).
+    runs on the writer), `reads` (a true value keeps a writing verb's request on a reader), `client_default`
+    (what a client fills in when the param is absent: `read_path`, the fixed read path of SPEC 3; the wire
+    still requires it).
     """
 
     __slots__ = ("by_client", "choices", "client_default", "default", "format", "help", "items", "max_bytes",
-                 "maximum", "minimum", "name", "required", "scanned", "type", "writes")  # fmt: skip
+                 "maximum", "minimum", "name", "reads", "required", "scanned", "type", "writes")  # fmt: skip
 
     def __init__(self, name: str, type_: str, help_: str, *, required: bool = False, default: Any = None,
                  choices: tuple[str, ...] = (), minimum: float | None = None, maximum: float | None = None,
                  max_bytes: int | None = None, format: str = "", items: str = "", writes: bool = False,
-                 client_default: str = "", scanned: bool = False, by_client: bool = False) -> None:  # fmt: skip
+                 reads: bool = False, client_default: str = "", scanned: bool = False,
+                 by_client: bool = False) -> None:  # fmt: skip
         self.name, self.type, self.help, self.required, self.default = name, type_, help_, required, default
         self.choices, self.minimum, self.maximum, self.max_bytes = choices, minimum, maximum, max_bytes
         self.format = format  # space | tag | memory_id | session_id | timestamp | title | content | ...
         self.items = items  # item format for arrays
         self.scanned = scanned  # stored text: every string in it is scanned for secrets (SPEC 13)
         self.by_client = by_client  # set by client code, never a CLI flag or an MCP tool property
-        self.writes, self.client_default = writes, client_default
+        self.writes, self.reads, self.client_default = writes, reads, client_default
 
 
 class Verb:
@@ -78,10 +80,10 @@ class Verb:
 
     def writes_with(self, params: Any) -> bool:
         """Whether a request with these (unvalidated) params must run on the writer."""
-        if self.writes:
-            return True
         given = params if isinstance(params, dict) else {}
-        return any(p.writes and given.get(p.name) is True for p in self.params)
+        if any(p.reads and given.get(p.name) is True for p in self.params):
+            return False
+        return self.writes or any(p.writes and given.get(p.name) is True for p in self.params)
 
 
 _p = Param
@@ -713,6 +715,16 @@ VERBS += (
         "Run every integrity check and report findings; changes nothing (admin).",
         "admin",
         records.CheckReport,
+        (
+            _p(
+                "online",
+                "boolean",
+                "Check on a read connection, so writes go on meanwhile: every check but "
+                "fts.mismatched, which needs the writer and is listed in `skipped`.",
+                default=False,
+                reads=True,
+            ),
+        ),
         mcp=False,
         writes=True,  # FTS5's integrity-check is an INSERT command: it changes nothing, but needs a writable handle
         examples=("HIVEMEM_TOKEN=@owner hivemem store check --json",),

@@ -353,6 +353,7 @@ class CheckReport(Shape):
     ok: bool
     findings: list[Finding]
     counts: dict[str, int]
+    skipped: NotRequired[list[str]]  # checks a read connection cannot run (store check --online)
 
 
 class Repair(Shape):

@@ -102,7 +102,12 @@ def _doctor(args: list[str]) -> int:
 
 
 def _help(args: list[str]) -> int:
-    output.help_text(__version__, TOP, [(v.cli_name, v.summary) for v in VERBS])
+    from hivemem.cli.groups import EXTRA
+
+    # A group's commands that are not verbs (`store restore`) are listed too; `config`'s are under `config`.
+    extra = [(f"{group} {name}", summary) for group, names in EXTRA.items() if group not in TOP
+             for name, summary in names.items()]  # fmt: skip
+    output.help_text(__version__, TOP, [(v.cli_name, v.summary) for v in VERBS] + extra)
     return 0
 
 

@@ -93,6 +93,7 @@ EFFECT_WORDS = {"stop": "then the daemon stops", "reload": "then the daemon re-r
 def traits(verb: Verb) -> list[str]:
     """The verb's behaviour traits, in words."""
     said = ["writes"] if verb.writes else [f"writes with `{p.name}`" for p in verb.params if p.writes]
+    said += [f"runs on a reader with `{p.name}`" for p in verb.params if p.reads]
     said += [f'then streams `{{"{verb.stream}": ...}}` lines'] if verb.stream else []
     said += [EFFECT_WORDS[verb.effect]] if verb.effect else []
     said += ["returns memory text (untrusted data)"] if verb.returns_memory_text else []
@@ -186,6 +187,7 @@ def cli_markdown() -> str:
         flags = " ".join(f"`--{p.name.replace('_', '-')}`" for p in verb.params if not p.by_client) or "—"
         lines.append(f"| `{command(verb)}` | {flags} `--json` |")
     lines += [
+        "| `hivemem store restore` | `--path` `--json`; replaces the store with a backup while no daemon runs |",
         "| `hivemem serve` | runs the daemon in the foreground |",
         "| `hivemem ping` | `--json` |",
         "| `hivemem doctor` | `--json` |",

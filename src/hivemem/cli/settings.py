@@ -50,9 +50,25 @@ def _set(args: list[str], json_mode: bool) -> int:
     current = config.load()
     where = paths.resolve(current["store.path"], current.path)
     _require_owner(where.owner_key, where.store)
+    if ns.key == "store.url":
+        _refuse_password(config.parse_value(ns.key, ns.value))
     value = config.set_value(current.path, ns.key, ns.value)
     _reload_running_daemon()
     return output.result("config.set", {"key": ns.key, "value": value}, json_mode)
+
+
+def _refuse_password(url: str) -> None:
+    """A team store's password belongs in libpq's password file, never in hivemem's config (SPEC 16)."""
+    from hivemem import config, libpq
+
+    if url and libpq.target(url, {}).password == "store.url":
+        pgpass = libpq.password_file(config.libpq_environment())
+        raise InvalidParams(
+            "config",
+            "config key store.url: holds a password; hivemem's config never stores credentials",
+            key="store.url",
+            fix=f"set store.url without the password and put it in {pgpass} (0600): host:port:database:user:password",
+        )
 
 
 def _require_owner(key_path: str, store_path: str) -> None:

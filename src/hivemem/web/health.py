@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlencode
 
+from hivemem.errors import HivememError
 from hivemem.web import html
 from hivemem.web.app import PAGE, Owner, Request, Response
 from hivemem.web.memories import memory_table
@@ -14,6 +15,7 @@ from hivemem.web.memories import memory_table
 CHART_DAYS = 30
 CHART_EVENTS = 5000  # events read for a chart at most (5 pages of the daemon's maximum), so the page stays fast
 CHART_SPACES = 6
+FINDINGS_SHOWN = 200  # findings listed on the page at most; the counts cover them all
 
 
 def sessions(owner: Owner, req: Request) -> Response:
@@ -107,6 +109,7 @@ def health(owner: Owner, req: Request) -> Response:
         + html.table(("status", "check", "finding", "fix"), checks)
         + f"<p>Pending embeddings: {html.esc(status.get('pending', 0))}. Secrets in stored rows are scanned by "
         "<code>hivemem doctor</code> while no daemon runs.</p>"
+        + _store_check(owner)
         + "<h2>Store</h2>"
         + html.dl(counts)
         + "<h2>Spaces</h2>"
@@ -114,6 +117,43 @@ def health(owner: Owner, req: Request) -> Response:
         + _charts(owner)
     )
     return Response(body=html.page("Store health", body))
+
+
+def _store_check(owner: Owner) -> str:
+    """`store check --online`: the daemon checks on one of its read connections, so writes go on meanwhile."""
+    try:
+        report = owner.call("store.check", online=True)
+    except HivememError as exc:
+        failed = f'<p class="fail">{html.esc(exc.code)}: {html.esc(exc.message)}</p>'
+        return f'<section id="check"><h2>Store check</h2>{failed}</section>'
+    findings = report["findings"]
+    if report["ok"]:
+        verdict = '<p><span class="ok">ok</span>: no finding.</p>'
+    else:
+        verdict = (f'<p><span class="fail">{len(findings)} finding{"s" if len(findings) != 1 else ""}</span>. '
+                   "The full report: <code>HIVEMEM_TOKEN=@owner hivemem store check</code>; search index findings "
+                   "are repaired by <code>hivemem store repair-fts</code>, damaged pages and a broken audit chain "
+                   "by restoring a backup (docs/operations.md).</p>")  # fmt: skip
+    counts = html.table(("check", "findings"), [[html.esc(c), html.esc(n)] for c, n in report["counts"].items()],
+                        empty="")  # fmt: skip
+    rows = [_finding_row(f) for f in findings[:FINDINGS_SHOWN]]
+    more = len(findings) - FINDINGS_SHOWN
+    cut = f'<p class="empty">{more} more not shown.</p>' if more > 0 else ""
+    skipped = report.get("skipped") or []
+    note = (f"<p>Not run here: {html.esc(', '.join(skipped))} (it needs the daemon's writer; "
+            "<code>HIVEMEM_TOKEN=@owner hivemem store check</code> runs it).</p>") if skipped else ""  # fmt: skip
+    listed = html.table(("check", "memory", "event", "detail"), rows, empty="") + cut
+    return '<section id="check"><h2>Store check</h2>' + verdict + counts + listed + note + "</section>"
+
+
+def _finding_row(found: dict[str, Any]) -> list[str]:
+    memory = found.get("memory")
+    return [
+        html.esc(found["check"]),
+        html.link(f"/memory/{memory}", memory) if memory else "",
+        html.esc(found.get("event", "")),
+        html.esc(found["detail"]),
+    ]
 
 
 def _charts(owner: Owner) -> str:

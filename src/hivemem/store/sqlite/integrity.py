@@ -162,6 +162,7 @@ CHECKS: dict[str, Check] = {
     "events.chain": events_chain,
 }
 FTS: dict[str, Check] = {name: CHECKS[name] for name in ("fts.missing", "fts.orphaned", "fts.mismatched")}
+WRITER_ONLY = ("fts.mismatched",)  # FTS5's integrity-check is an INSERT command: a read-only handle cannot run it
 
 
 def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS) -> list[Finding]:
@@ -175,12 +176,14 @@ def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS) -> list[Findin
     return found
 
 
-def report(findings: list[Finding]) -> dict[str, Any]:
-    """`{ok, findings, counts}` as `store check` answers it (SPEC 12.2)."""
+def report(findings: list[Finding], skipped: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`{ok, findings, counts}` as `store check` answers it (SPEC 12.2), with `skipped` naming the checks that
+    did not run (on a read-only connection)."""
     counts: dict[str, int] = {}
     for found in findings:
         counts[found["check"]] = counts.get(found["check"], 0) + 1
-    return {"ok": not findings, "findings": findings, "counts": counts}
+    done: dict[str, Any] = {"ok": not findings, "findings": findings, "counts": counts}
+    return {**done, "skipped": list(skipped)} if skipped else done
 
 
 def check_file(path: str, checks: dict[str, Check] = QUICK) -> list[Finding]:

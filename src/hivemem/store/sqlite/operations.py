@@ -44,7 +44,12 @@ class SQLiteOperations:
         return cast(Imported, transfer.apply(self._store.conn, self._store.limits, actor, doc))
 
     def check(self) -> CheckReport:
-        return cast(CheckReport, integrity.report(integrity.run(self._store.conn)))
+        """Every check; on a read-only connection (a reader of the daemon, or a read-only store) the ones that
+        need the writer are skipped and named, and nothing here ever takes the write lock."""
+        conn = self._store.conn
+        skipped = integrity.WRITER_ONLY if conn.readonly("main") else ()
+        checks = {name: check for name, check in integrity.CHECKS.items() if name not in skipped}
+        return cast(CheckReport, integrity.report(integrity.run(conn, checks), skipped))
 
     def repair_fts(self, apply: bool) -> Repair:
         if not apply:
