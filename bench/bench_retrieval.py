@@ -12,7 +12,10 @@ with hivemem's tokens()), and the same over one shared table filtered by convers
 one hivemem store with many spaces does: term statistics are shared across conversations); hivemem
 should rank exactly like the shared table. Reference: the stopwords-dropped rows of data/README.md.
 
-    .venv/bin/python bench/bench_retrieval.py [--sets turns,observations,sessions]
+    .venv/bin/python bench/bench_retrieval.py [--sets turns,observations,sessions] [--store-url URL]
+
+With --store-url (a PostgreSQL server URL, e.g. postgresql://127.0.0.1:5432/test), hivemem runs on a team
+store in a fresh database on that server for each set (SPEC 16), beside the same SQLite baselines.
 """
 
 from __future__ import annotations
@@ -66,8 +69,12 @@ def scores(ranks: list[int | None]) -> tuple[float, float, float]:
     return r5, r10, mrr
 
 
+STORE_URL = ""  # --store-url: the PostgreSQL server whose fresh databases hold the team stores
+
+
 def run_hivemem(docs: list[dict[str, Any]], queries: list[dict[str, Any]], keep: bool) -> dict[str, Any]:
     home = bl.Home("locomo")
+    dropped = bl.team_store(home, STORE_URL) if STORE_URL else None
     by_memory: dict[str, list[str]] = defaultdict(list)
     refused: list[str] = []
     duplicates = 0
@@ -97,6 +104,8 @@ def run_hivemem(docs: list[dict[str, Any]], queries: list[dict[str, Any]], keep:
         client.close()
     finally:
         home.cleanup(keep)
+        if dropped is not None:
+            dropped()
     return {"ranks": ranks, "load_s": load_s, "latencies": latencies, "refused": refused, "duplicates": duplicates}
 
 
@@ -245,7 +254,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of {', '.join(SETS)}")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes under bench/out/")
+    parser.add_argument("--store-url", default="", help="run hivemem on team stores on this PostgreSQL server")
     args = parser.parse_args()
+    global STORE_URL
+    STORE_URL = args.store_url
     root = bl.locomo_root()
     if root is None:
         return 0

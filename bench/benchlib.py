@@ -155,6 +155,29 @@ def ms(seconds: float) -> float:
 # ---------------------------------------------------------------- isolated homes and the daemon
 
 
+def team_store(home: Home, server: str) -> Any:
+    """Point `home` at a fresh PostgreSQL database on `server` (store.url); returns the function dropping it."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = f"hm_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = urlunsplit(urlsplit(server)._replace(path="/" + name))
+    directory = os.path.join(home.env["XDG_CONFIG_HOME"], "hivemem")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    with open(os.open(os.path.join(directory, "config.toml"), os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(f"store.url = {json.dumps(url)}\n")
+
+    def drop() -> None:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return drop
+
+
 class Home:
     """A temporary XDG home (data, config, state, runtime) under bench/out/, made current for this process."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,16 @@ from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
 XDG = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
+# The backends the behaviour tests of BOTH run against (docs/team.md): a fresh PostgreSQL database per test on
+# the server at HIVEMEM_TEST_PG. Where that server does not answer, those tests skip, or fail when
+# HIVEMEM_REQUIRE_POSTGRES=1 (as CI sets it).
+BACKENDS = tuple(b for b in os.environ.get("HIVEMEM_TEST_BACKENDS", "sqlite,postgresql").split(",") if b)
+PG_SERVER = os.environ.get("HIVEMEM_TEST_PG", "postgresql://127.0.0.1:5432/test")
+BOTH = frozenset({
+    "test_cli_verbs", "test_cli_everyday", "test_clients", "test_events", "test_governance", "test_grants",
+    "test_mcp", "test_operations", "test_recall", "test_search", "test_search_cjk", "test_sessions",
+    "test_transactions", "test_versions",
+})  # fmt: skip
 FIGURES: list[str] = []  # lines the fault suite measured (tests/faults.py figure()), printed at the end of the run
 
 
@@ -45,11 +56,52 @@ class Result:
         return json.loads(self.out)
 
 
-class Home:
-    """An isolated hivemem home: its own store, config, state and runtime directories."""
+def pytest_generate_tests(metafunc: Any) -> None:
+    """Every test of a BOTH module that uses a home runs once per backend (unless marked sqlite_only)."""
+    name = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if "backend" not in metafunc.fixturenames or name not in BOTH:
+        return
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        return
+    metafunc.parametrize("backend", BACKENDS, indirect=True)
 
-    def __init__(self, base: str) -> None:
+
+@pytest.fixture
+def backend(request: Any) -> str:
+    """The backend of this test's home: sqlite unless the test is parametrized over both."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@contextlib.contextmanager
+def pg_database() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the test server, dropped afterwards; yields its URL."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = f"hm_{uuid.uuid4().hex[:16]}"
+    try:
+        admin = psycopg.connect(PG_SERVER, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        if os.environ.get("HIVEMEM_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"no PostgreSQL server answers at {PG_SERVER}: {exc}")
+        pytest.skip(f"no PostgreSQL server at {PG_SERVER} (set HIVEMEM_TEST_BACKENDS=sqlite to run SQLite only)")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield urlunsplit(urlsplit(PG_SERVER)._replace(path="/" + name))
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class Home:
+    """An isolated hivemem home: its own store, config, state and runtime directories; with `store_url`, its
+    store is that PostgreSQL database (every config written keeps the URL)."""
+
+    def __init__(self, base: str, store_url: str = "") -> None:
         self.base = base
+        self.store_url = store_url
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
         for var, sub in zip(XDG, ("data", "config", "state", "run"), strict=True):
             self.env[var] = os.path.join(base, sub)
@@ -58,7 +110,23 @@ class Home:
     def paths(self) -> paths.Paths:
         """This home's paths, for the store its config names (`store.path`) or the default one."""
         config = os.path.join(self.env["XDG_CONFIG_HOME"], "hivemem", "config.toml")
-        return paths.resolve(_configured_store(config), config)
+        with self.environment():
+            return paths.resolve(_configured_store(config), config, bool(self.store_url))
+
+    @contextlib.contextmanager
+    def environment(self) -> Iterator[None]:
+        """This home's XDG directories in the test process's environment for a while (a second home, on a
+        second "machine", is not the one isolated_home points the process at)."""
+        saved = {var: os.environ.get(var) for var in XDG}
+        os.environ.update({var: self.env[var] for var in XDG})
+        try:
+            yield
+        finally:
+            for var, value in saved.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
 
     def config(self, text: str) -> None:
         """Write config.toml (0600)."""
@@ -66,7 +134,15 @@ class Home:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         path = os.path.join(directory, "config.toml")
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            f.write(text)
+            f.write(self._with_url(text))
+
+    def _with_url(self, text: str) -> str:
+        if not self.store_url or re.search(r"^\s*(store\.)?url\s*=", text, re.M):
+            return text
+        line = f"url = {json.dumps(self.store_url)}"
+        if "[store]" in text:
+            return text.replace("[store]", "[store]\n" + line, 1)
+        return f"store.{line}\n{text}"
 
     def cli(self, *args: str, token: str | None = "@owner", stdin: bytes | str | None = None,
             cwd: str | None = None, timeout: float = 60) -> Result:  # fmt: skip
@@ -107,8 +183,10 @@ class Home:
 
     def daemon_pid(self) -> int | None:
         """The pid of the daemon holding this home's socket lock, if alive."""
+        with self.environment():
+            lock = self.paths.socket_lock
         try:
-            with open(self.paths.socket_lock) as f:
+            with open(lock) as f:
                 pid = int(f.read().strip() or 0)
         except (OSError, ValueError):
             return None
@@ -158,8 +236,15 @@ def wait_for(condition: Any, timeout: float = 10.0, interval: float = 0.01) -> b
 
 
 @contextlib.contextmanager
-def isolated_home() -> Iterator[Home]:
-    """A fresh hivemem home that the test process's environment points at; its daemon is stopped after."""
+def isolated_home(backend: str = "sqlite") -> Iterator[Home]:
+    """A fresh hivemem home that the test process's environment points at; its daemon is stopped after. With
+    backend postgresql, its store is a fresh database of its own."""
+    if backend == "postgresql":
+        with pg_database() as url, isolated_home() as h:
+            h.store_url = url
+            h.config("")
+            yield h
+        return
     h = Home(tempfile.mkdtemp(prefix="hm-", dir="/tmp"))
     with pytest.MonkeyPatch.context() as mp:
         for key in [k for k in os.environ if k.startswith("HIVEMEM_")]:
@@ -174,9 +259,9 @@ def isolated_home() -> Iterator[Home]:
 
 
 @pytest.fixture
-def home() -> Iterator[Home]:
-    """A fresh hivemem home for one test."""
-    with isolated_home() as h:
+def home(backend: str) -> Iterator[Home]:
+    """A fresh hivemem home for one test, on the backend of the test's parameter (sqlite by default)."""
+    with isolated_home(backend) as h:
         yield h
 
 

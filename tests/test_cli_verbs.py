@@ -111,6 +111,7 @@ def test_duplicate_of_a_deleted_memory_is_a_new_memory(home: Home) -> None:
     assert add(home, "same text") == {"id": "m2", "revision": 1, "changed": True}
 
 
+@pytest.mark.sqlite_only  # sets the row by hand in the store file
 @pytest.mark.parametrize("state", ["archived", "draft"])
 def test_duplicate_of_a_non_active_memory_echoes_its_status(home: Home, state: str) -> None:
     add(home, "parked text")

@@ -242,6 +242,7 @@ def store_connection(home: Home, flags: int) -> apsw.Connection:
     return apsw.Connection(home.paths.store, flags=flags)
 
 
+@pytest.mark.sqlite_only  # edits the store file; tests/test_postgres.py edits the team store
 def test_hash_chain_verifies_and_an_edited_event_breaks_it(home: Home, owner: DaemonClient) -> None:
     session = owner.call("session.start", harness="codex")["session"]
     client_token(owner, "codex", [("read", "*")])
@@ -270,6 +271,7 @@ def test_hash_chain_verifies_and_an_edited_event_breaks_it(home: Home, owner: Da
         reader.close()
 
 
+@pytest.mark.sqlite_only  # edits the store file; tests/test_postgres.py edits the team store
 def test_hash_chain_detects_a_deleted_event(home: Home, owner: DaemonClient) -> None:
     for i in range(4):
         owner.call("memory.add", space="user", content=f"row {i}")

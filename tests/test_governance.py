@@ -374,6 +374,7 @@ def test_recall_writes_nothing_to_rows_or_the_audit(home: Home, owner: DaemonCli
     assert (owner.call("memory.get", id=ident), event_count(owner)) == before
 
 
+@pytest.mark.sqlite_only  # edits the store file; tests/test_postgres.py edits the team store
 def test_a_rewritten_event_is_named_by_the_chain_verification(home: Home, owner: DaemonClient) -> None:
     ident = add(owner, "chained")
     owner.call("memory.challenge", id=ident, revision=1, outcome="needs_review", reason="marker-qqqq-1")

@@ -161,7 +161,7 @@ def test_store_status_shows_a_client_only_what_it_can_read(home: Home, owner: Da
     owner.call("session.start", harness="owner-harness")
     full = owner.call("store.status")
     assert (full["memories"], full["deleted"], full["versions"], full["sessions"]) == (5, 2, 15, 1)
-    assert full["path"] == home.paths.store and full["bytes"] > 0
+    assert full["path"] == (home.store_url or home.paths.store) and full["bytes"] > 0
     seen = narrow.call("store.status")
     assert "path" not in seen and "bytes" not in seen
     assert {k: seen[k] for k in STATUS_COUNTS} == {
@@ -175,7 +175,7 @@ def test_store_status_shows_a_client_only_what_it_can_read(home: Home, owner: Da
     assert "path" not in unknown and "bytes" not in unknown
     assert {k: unknown[k] for k in STATUS_COUNTS} == {k: owner.call("store.status")[k] for k in STATUS_COUNTS}
     human = home.cli("store", "status", token=token)
-    assert human.code == 0 and home.paths.store not in human.out and "bytes" not in human.out
+    assert human.code == 0 and (home.store_url or home.paths.store) not in human.out and "bytes" not in human.out
 
 
 def same_but_id(left: HivememError, right: HivememError, left_id: str, right_id: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -395,7 +396,71 @@ def test_long_work_shows_progress_on_a_terminal_only(home: Home) -> None:
     path = write(home, "many.json", many)
     code, out, terminal = on_a_terminal(home, "store", "import", "--path", path, "--dry-run")
     assert code == 0 and "planned" in out
-    assert "hivemem store import:" in terminal and " s " in terminal, terminal
+    assert "hivemem store import: " in terminal, terminal
+    # a bar with counts, drawn from the daemon's progress frames: the last report of the check is drawn full
+    bars = re.findall(r"hivemem store import: checking \[([#-]{24})\] ([\d,]+)/10,000 ", terminal)
+    assert bars and bars[-1] == ("#" * 24, "10,000"), terminal
+    assert terminal.endswith("\r\x1b[K"), "the line is cleared at the end"
+    assert "planned" not in terminal and "{" not in terminal
     code, out, terminal = on_a_terminal(home, "store", "import", "--path", path, "--dry-run", "--json")
     assert code == 0 and json.loads(out)["planned"]["add"] == 10000
     assert terminal == "", "silent with --json"
+    code, out, terminal = on_a_terminal(home, "store", "import", "--path", path)
+    assert code == 0 and "planned" in out
+    assert full_bar(terminal, "hivemem store import: writing", "10,000"), terminal
+    code, out, terminal = on_a_terminal(home, "store", "export", "--path", os.path.join(home.base, "out.json"))
+    assert code == 0 and "path" in out
+    assert full_bar(terminal, "hivemem store export: memories", "10,000"), terminal
+    code, out, terminal = on_a_terminal(home, "store", "check")
+    assert code == 0 and full_bar(terminal, "hivemem store check: checks", r"\d+"), terminal
+    code, out, terminal = on_a_terminal(home, "store", "backup", "--path", os.path.join(home.base, "copy.db"))
+    assert code == 0 and full_bar(terminal, "hivemem store backup: copying", r"[\d,]+"), terminal
+    assert full_bar(terminal, "hivemem store backup: checking", "1"), terminal
+
+
+def full_bar(terminal: str, label: str, total: str) -> bool:
+    """Whether the last bar drawn after `label` is full, with the count of a finished stage."""
+    bars = re.findall(re.escape(label) + r" \[([#-]{24})\] ([\d,]+)/([\d,]+) ", terminal)
+    return (
+        bool(bars) and bars[-1][0] == "#" * 24 and bars[-1][1] == bars[-1][2] and bool(re.fullmatch(total, bars[-1][2]))
+    )
+
+
+def test_progress_frames_come_only_to_a_request_that_asks_and_before_its_reply(home: Home) -> None:
+    """The wire of SPEC 6.2 is unchanged for a request without `progress`; with `"progress": true`, frames
+    carrying the request's id and {stage, done, total} come before its one reply (D114)."""
+    many = document([{"id": f"m{i}", "space": "user", "content": f"note {i}"} for i in range(1, 3001)])
+    path = write(home, "many.json", many)
+    client = home.client()
+    try:
+        client.call("whoami")
+        plain = raw_lines(client, {"id": 7, "verb": "store.import", "params": {"path": path, "dry_run": True}})
+        assert [sorted(m) for m in plain] == [["id", "ok"]]
+        asked = raw_lines(client, {"id": "x", "verb": "store.import", "progress": True,
+                                   "params": {"path": path, "dry_run": True}})  # fmt: skip
+        *frames, last = asked
+        assert last["id"] == "x" and last["ok"]["planned"]["add"] == 3000
+        assert frames and all(sorted(f) == ["id", "progress"] and f["id"] == "x" for f in frames)
+        reports = [(f["progress"]["stage"], f["progress"]["done"], f["progress"]["total"]) for f in frames]
+        assert reports[0][1] <= reports[-1][1] and ("checking", 3000, 3000) in reports
+        assert all(0 <= done <= total for _, done, total in reports)
+        # the client passes them to its callback, and returns the reply
+        seen: list[tuple[str, int, int]] = []
+        result = client.request("store.import", {"path": path, "dry_run": True}, lambda *r: seen.append(r))
+        assert result["planned"]["add"] == 3000 and ("checking", 3000, 3000) in seen
+        # a verb that does not report sends none, and an error still ends the request
+        assert raw_lines(client, {"id": 9, "verb": "whoami", "progress": True, "params": {}})[0]["id"] == 9
+        bad = raw_lines(client, {"id": 10, "verb": "store.import", "progress": True,
+                                 "params": {"path": os.path.join(home.base, "absent.json")}})  # fmt: skip
+        assert bad[-1]["error"]["code"] == "invalid_params.path"
+    finally:
+        client.close()
+
+
+def raw_lines(client: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Send one request line and read every line up to and including its reply."""
+    client.send(request)
+    lines = [client.receive()]
+    while not {"ok", "error"} & lines[-1].keys():
+        lines.append(client.receive())
+    return lines

@@ -215,3 +215,29 @@ def test_every_suffix_pre_check_ends_its_plugins_only_pattern() -> None:
         (pattern,) = check.plugin.denylist
         assert pattern.pattern.endswith(secrets.SUFFIXES[type(check.plugin).__name__])
         assert [p.pattern for p in check.prechecks] == [secrets.SUFFIXES[type(check.plugin).__name__]]
+
+
+def test_every_value_shape_opens_a_capture_group_of_each_of_its_plugins_patterns() -> None:
+    """A plugin with a value shape runs only on lines holding the shape, so every pattern must capture one."""
+    engine = secrets._engine()
+    shaped = [c for c in engine.plugins if type(c.plugin).__name__ in secrets.VALUE_SHAPES]
+    assert len(shaped) == len(secrets.VALUE_SHAPES)
+    for check in shaped:
+        alternatives = secrets.VALUE_SHAPES[type(check.plugin).__name__]
+        for pattern in check.plugin.denylist:
+            assert any(f"({shape}" in pattern.pattern for shape in alternatives), (check.kind, pattern.pattern)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("ibm_cloud_iam_key = " + "Ab3_" * 11, "ibm-cloud-iam-key"),
+        ("IBM_CLOUD_IAM_KEY: " + "AB3-" * 11, "ibm-cloud-iam-key"),
+        ("cloudant_password = " + "abcdef0123456789" * 4, "cloudant-credentials"),
+        ("softlayer_api_key = " + "a1" * 32, "softlayer-credentials"),
+        ("ibm_cos_hmac_secret_access_key = " + "0a" * 24, "ibm-cos-hmac-credentials"),
+    ],
+)
+def test_a_value_of_the_shape_is_still_found_in_any_case(text: str, kind: str) -> None:
+    assert secrets.find(text) == kind
+    assert secrets.find(f"notes about the key rotation\n  {text}\nand more text") == kind

@@ -133,6 +133,7 @@ def test_every_write_verb_commits_exactly_once(store: SQLiteStore) -> None:
     once("session.purge", session=session)
 
 
+@pytest.mark.sqlite_only  # a SQLite trigger in the store file; tests/test_postgres.py has the team store's
 def test_a_memory_add_that_fails_at_its_event_leaves_no_row_text_or_version(home: Home, owner: DaemonClient) -> None:
     with apsw.Connection(home.paths.store) as conn:
         conn.execute(REFUSE_ADDED)
@@ -146,6 +147,7 @@ def test_a_memory_add_that_fails_at_its_event_leaves_no_row_text_or_version(home
     assert owner.call("memory.add", space="user", content="written whole")["id"] == "m1"  # no number was spent
 
 
+@pytest.mark.sqlite_only  # a SQLite trigger in the store file; tests/test_postgres.py has the team store's
 def test_a_search_whose_usage_fails_halfway_records_no_usage(home: Home, owner: DaemonClient) -> None:
     for text in ("pears are sweet", "pears are ripe", "pears are green"):
         owner.call("memory.add", space="user", content=text)

@@ -15,8 +15,10 @@ from hivemem.protocol import MAX_FRAME, encode
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
+
+    Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 class DaemonClient:
@@ -25,7 +27,7 @@ class DaemonClient:
     def __init__(self, config: Config | None = None, token: str | None = None, *, start: bool = True,
                  name: str = "cli", budget: float | None = None) -> None:  # fmt: skip
         self.config = config or load()
-        self.paths = paths.resolve(self.config["store.path"], self.config.path)
+        self.paths = paths.resolve(self.config["store.path"], self.config.path, bool(self.config["store.url"]))
         self.token = paths.token() if token is None else token
         self.start = start and self.config["daemon.startup"] == "on-demand"
         self.name = name
@@ -79,12 +81,22 @@ class DaemonClient:
             raise Unavailable("timeout", "no answer from the daemon within the time budget")
         return min(left, wanted) if wanted is not None else left
 
-    def request(self, verb: str, params: dict[str, Any]) -> dict[str, Any]:
+    def request(self, verb: str, params: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+        """One request and its `ok` object, or its error raised. With `progress`, the request asks the daemon
+        for progress frames (D114), and each one's (stage, done, total) is passed to it until the reply comes."""
         if self.deadline is not None and self._sock is not None:
             self._sock.settimeout(self._left())
         self._next_id += 1
-        self.send({"id": self._next_id, "verb": verb, "params": params})
+        request: dict[str, Any] = {"id": self._next_id, "verb": verb, "params": params}
+        if progress is not None:
+            request["progress"] = True
+        self.send(request)
         message = self.receive()
+        while "progress" in message and not {"ok", "error"} & message.keys():
+            if progress is not None:
+                report = message["progress"]
+                progress(str(report.get("stage", "")), int(report.get("done", 0)), int(report.get("total", 0)))
+            message = self.receive()
         if "error" in message:
             raise from_wire(message["error"])
         result: dict[str, Any] = message["ok"]

@@ -12,7 +12,7 @@ from hivemem import config as config_mod
 from hivemem import libpq, paths
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
-from hivemem.store.sqlite import integrity
+from hivemem.store import local as integrity
 
 Check = dict[str, str]
 TRACKED_NAMES = ("store.db", "store.db-wal", "store.db-shm", "owner.key")
@@ -37,7 +37,7 @@ class Doctor:
         except HivememError as exc:
             self.error = exc
         cfg = self.config or config_mod.Config()
-        self.paths = paths.resolve(cfg["store.path"], cfg.path)
+        self.paths = paths.resolve(cfg["store.path"], cfg.path, bool(cfg["store.url"]))
         self.hello = self._ping(cfg)
 
     def _ping(self, cfg: config_mod.Config) -> dict[str, Any] | None:

@@ -465,12 +465,21 @@ def backup(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str
     return store.operations.backup(p["path"])
 
 
-def restore_store(store_path: str, source: str, keep: int) -> dict[str, Any]:
+def init_store(store_path: str, key_path: str, url: str = "") -> dict[str, Any]:
+    """`hivemem store init` (run by the CLI): create the store, or the team store's schema in the empty database
+    `url` names, and the owner key, returned once (SPEC 16)."""
+    from hivemem.store import init_store as init
+
+    return dict(init(store_path, key_path, url))
+
+
+def restore_store(store_path: str, source: str, keep: int, url: str = "") -> dict[str, Any]:
     """`hivemem store restore` (run by the CLI, never by the daemon): with no daemon serving the store, swap in
-    a validated backup, keeping the current store in backups/, then open it and run every integrity check."""
+    a validated backup, keeping the current store in backups/, then open it and run every integrity check. A
+    team store (`url`) is restored with PostgreSQL's own tools: unsupported.store_backup says how."""
     from hivemem.store import restore
 
-    return dict(restore(store_path, source, keep))
+    return dict(restore(store_path, source, keep, url=url))
 
 
 HANDLERS: dict[str, Handler] = {

@@ -23,6 +23,7 @@ ID_RE = {
 }
 ID_EXAMPLE = {"memory_id": "m<N>", "session_id": "s<N>", "principal": "g<N>"}
 TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+CANONICAL_TIME = re.compile(r"[1-9]\d{3}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\Z")  # UTC, milliseconds: as stored
 EVENT_TYPE_RE = re.compile(r"^[a-z]+\.[a-z_]+$")
 RELATIONS = ("continue", "fork", "subagent")
 MAX_TAGS = 16
@@ -182,6 +183,8 @@ def timestamp(param: str, value: str) -> str:
     """An RFC 3339 time, normalized to UTC with milliseconds; empty clears."""
     if value == "":
         return value
+    if CANONICAL_TIME.match(value) and _valid_time(value):  # already in the stored form (every exported time)
+        return value
     if not TIME_RE.match(value):
         raise InvalidParams("type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time")
     try:
@@ -191,6 +194,14 @@ def timestamp(param: str, value: str) -> str:
             "type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time"
         ) from None
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _valid_time(value: str) -> bool:
+    try:
+        datetime.fromisoformat(value[:-1] + "+00:00")
+    except ValueError:
+        return False
+    return True
 
 
 def identifier(param: str, value: str, fmt: str) -> str:

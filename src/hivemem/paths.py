@@ -13,10 +13,10 @@ SOCKET_MAX = 100
 class Paths:
     """Every file and directory of one store."""
 
-    __slots__ = ("config", "state", "store")
+    __slots__ = ("config", "state", "store", "team")
 
-    def __init__(self, store: str, config: str, state: str) -> None:
-        self.store, self.config, self.state = store, config, state
+    def __init__(self, store: str, config: str, state: str, team: bool = False) -> None:
+        self.store, self.config, self.state, self.team = store, config, state, team
 
     @property
     def data_dir(self) -> str:
@@ -24,7 +24,8 @@ class Paths:
 
     @property
     def owner_key(self) -> str:
-        return os.path.join(self.data_dir, "owner.key")
+        """Beside the store file; for a team store (`team`: store.url is set), beside the config (SPEC 16)."""
+        return os.path.join(os.path.dirname(self.config) if self.team else self.data_dir, "owner.key")
 
     @property
     def store_lock(self) -> str:
@@ -64,12 +65,12 @@ def _xdg(var: str, fallback: str) -> str:
     return value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), fallback)
 
 
-def resolve(store_path: str = "", config_file: str = "") -> Paths:
-    """Paths for the configured store (absolute `store.path`) or the XDG default."""
+def resolve(store_path: str = "", config_file: str = "", team: bool = False) -> Paths:
+    """Paths for the configured store (absolute `store.path`) or the XDG default; `team` when store.url is set."""
     store = store_path or os.path.join(_xdg("XDG_DATA_HOME", ".local/share"), "hivemem", "store.db")
     config = config_file or os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "hivemem", "config.toml")
     state = os.path.join(_xdg("XDG_STATE_HOME", ".local/state"), "hivemem")
-    return Paths(os.path.abspath(store), config, state)
+    return Paths(os.path.abspath(store), config, state, team)
 
 
 def check_not_link(path: str, *, directory: bool = False) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 RULES_FILE = "secret_rules.toml"
 NEWLINE = re.compile("\n")
 ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+CANDIDATE_SETS = 4096  # sets of literals whose plugins and rules are remembered
 MIN_RANDOM = 16  # no shorter value has the entropy plugin's 4.5 bits per character
 # Words that open a line to the entropy plugin (the gate keeps prose with hashes and ids out).
 ENTROPY_GATE = ("secret", "token", "apikey", "api_key", "api-key", "passw", "pwd", "cookie", "session", "auth",
@@ -68,6 +69,18 @@ TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "SquareOAuthDetector": (("sq0csp-",),),
     "StripeDetector": (("k_live_",),),
     "TwilioKeyDetector": (("AC", "SK"),),
+}
+# Value shapes: a plugin whose pattern names a keyword and then captures a value of a fixed form runs only on the
+# lines that hold such a value. Each alternative opens the plugin's capture group in one of its patterns (a test
+# checks it), so any match of the pattern holds a match of its shape. The plugins match ignoring case, which makes
+# a character class slow to search, so the shape is searched without that flag in the line's lowered copy, for
+# lines of ASCII text only (there the two agree; other lines go to the plugin unfiltered). Their keywords
+# (`key`, `pass`, `token`) are everyday words; the shape is not, and its search costs a fraction of the pattern's.
+VALUE_SHAPES: dict[str, tuple[str, ...]] = {
+    "CloudantDetector": ("[0-9a-f]{64}", "[a-z]{24}"),
+    "IbmCloudIamDetector": (r"[a-zA-Z0-9_\-]{44}",),
+    "IbmCosHmacDetector": ("[a-f0-9]{48}",),
+    "SoftlayerDetector": ("[a-z0-9]{64}",),
 }
 DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # `secret = match.group`: an attribute, not a value
 TYPE_NAME = re.compile(r"(?:str|string|String|bytes|int|bool|Optional|SecretStr)\b")  # `password: str` declares
@@ -202,8 +215,12 @@ class Lines:
         self.present: set[str] = set()  # the literals the text holds (lowercase ones in its lowered copy)
 
     def __getitem__(self, n: int) -> str:
+        return self.line(n, self.text)
+
+    def line(self, n: int, text: str) -> str:
+        """Line `n` of the text, or of a copy of it aligned with it (its lowered copy)."""
         end = self.starts[n + 1] - 1 if n + 1 < len(self.starts) else len(self.text)
-        return self.text[self.starts[n] : end].removesuffix("\r")
+        return text[self.starts[n] : end].removesuffix("\r")
 
     def spanned(self, pattern: re.Pattern[str], text: str) -> set[int]:
         """The lines that the matches of `pattern` in `text` (the text or an aligned copy) touch."""
@@ -255,17 +272,24 @@ class Plugin:
         self.groups = [(Words([w for w in g if w.islower()]), Words([w for w in g if not w.islower()]))
                        for g in triggers or ()]  # fmt: skip
         self.prechecks = () if triggers else tuple(re.compile(p.pattern, p.flags | re.M) for p in patterns)
+        self.needs = [low.set | cased.set for low, cased in self.groups]  # one literal of each must be present
+        shape = VALUE_SHAPES.get(type(plugin).__name__)
+        self.shape = re.compile("|".join(shape)) if shape else None
 
     def lines(self, lines: Lines, lowered: str) -> set[int]:
         """Every line on which the plugin can match (a superset: a whole-text match covers each line match)."""
         if not self.groups:
             return set[int]().union(*(lines.spanned(p, lines.text) for p in self.prechecks))
+        if any(need.isdisjoint(lines.present) for need in self.needs):
+            return set()
         found: set[int] | None = None
         for low, cased in self.groups:
             hits = low.lines(lines, lowered) | cased.lines(lines, lines.text)
             found = hits if found is None else found & hits
             if not found:
-                break
+                return set()
+        if found and self.shape is not None:
+            found = {n for n in found if not lines[n].isascii() or self.shape.search(lines.line(n, lowered))}
         return found or set()
 
 
@@ -296,6 +320,7 @@ class Engine:
         self.lowercase = tuple(sorted(w for w in words if w.islower()))
         self.cased = tuple(sorted(words - set(self.lowercase)))
         self.lowercase_plan, self.cased_plan = plan(self.lowercase), plan(self.cased)
+        self._by_present: dict[frozenset[str], tuple[list[Plugin], list[Rule]]] = {}
 
     def plugin_names(self) -> list[str]:
         return [type(p.plugin).__name__ for p in self.plugins]
@@ -306,21 +331,34 @@ class Engine:
             lowered = text.translate(ASCII_LOWER)
         lines = Lines(text)
         lines.present = present(self.lowercase_plan, lowered) | present(self.cased_plan, text)
-        found = [f for f in (self._plugins(lines, lowered), self._rules(lines, lowered)) if f is not None]
+        checks, rules = self._candidates(lines.present)
+        found = [f for f in (self._plugins(lines, lowered, checks), self._rules(lines, lowered, rules)) if f]
         # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
         return min(found, key=lambda f: (f.line, f.kind == self.entropy_kind)) if found else None
 
-    def _rules(self, lines: Lines, lowered: str) -> Finding | None:
+    def _candidates(self, present: set[str]) -> tuple[list[Plugin], list[Rule]]:
+        """The plugins and rules that can match a text holding these literals (one of each trigger group of a
+        plugin, one keyword of a rule), remembered per set of literals: texts share a few such sets."""
+        key = frozenset(present)
+        found = self._by_present.get(key)
+        if found is None:
+            if len(self._by_present) >= CANDIDATE_SETS:
+                self._by_present.clear()
+            checks = [c for c in (*self.plugins, self.keyword) if not any(n.isdisjoint(key) for n in c.needs)]
+            found = self._by_present[key] = (checks, [r for r in self.rules if not r.words.set.isdisjoint(key)])
+        return found
+
+    def _rules(self, lines: Lines, lowered: str, rules: list[Rule]) -> Finding | None:
         best: tuple[int, str] | None = None
-        for rule in self.rules:
+        for rule in rules:
             n = rule.first(lines, lowered)
             if n is not None and (best is None or n < best[0]):
                 best = (n, rule.kind)
         return Finding(best[1], best[0] + 1) if best else None
 
-    def _plugins(self, lines: Lines, lowered: str) -> Finding | None:
+    def _plugins(self, lines: Lines, lowered: str, checks: list[Plugin]) -> Finding | None:
         todo: dict[int, list[Plugin]] = {}
-        for check in (*self.plugins, self.keyword):
+        for check in checks:
             for n in check.lines(lines, lowered):
                 todo.setdefault(n, []).append(check)
         gated = self.gate.lines(lines, lowered)

@@ -12,7 +12,10 @@ EXTRA = {
         "get": "Show the settings in force (the file over the defaults); --key K shows one.",
         "set": "Validate and write one setting (owner); a running daemon reloads it.",
     },
-    "store": {"restore": "Replace the store with a validated backup while no daemon runs (owner)."},
+    "store": {
+        "init": "Create the store (a team store's schema when store.url is set) and the owner key, shown once.",
+        "restore": "Replace the store with a validated backup while no daemon runs (owner).",
+    },
 }
 HELP = ("--help", "-h", "help")
 
@@ -54,6 +57,10 @@ def run(group: str, args: list[str]) -> int:
     if not args or args[0] in HELP:
         output.line(text(group))
         return 0
+    if (group, args[0]) == ("store", "init"):
+        from hivemem.cli import store_init
+
+        return store_init.run(args[1:])
     if (group, args[0]) == ("store", "restore"):
         from hivemem.cli import restore
 

@@ -16,6 +16,8 @@ TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy 
 if TYPE_CHECKING:
     from typing import Any
 
+    from hivemem.client import Progress
+
 SUMMARY = "Import the memories another tool keeps (drafts unless --active); --dry-run previews them."
 
 
@@ -30,14 +32,15 @@ def run(args: list[str]) -> int:
     json_mode = "--json" in args
     try:
         ns = parser.parse_args(args)
-        with output.Working("hivemem import", not ns.json):
-            result = harvest_into(ns.kind, ns.path, ns.space, ns.active, ns.dry_run)
+        with output.Working("hivemem import", not ns.json) as working:
+            result = harvest_into(ns.kind, ns.path, ns.space, ns.active, ns.dry_run, working.progress)
     except HivememError as exc:
         return output.error(exc, json_mode)
     return output.result("import", result, json_mode)
 
 
-def harvest_into(kind: str, given: list[str] | None, space: str, active: bool, dry_run: bool) -> dict[str, Any]:
+def harvest_into(kind: str, given: list[str] | None, space: str, active: bool, dry_run: bool,
+                 progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
     from hivemem.spaces import placeholder
 
     cwd, home = os.getcwd(), os.path.expanduser("~")
@@ -45,13 +48,13 @@ def harvest_into(kind: str, given: list[str] | None, space: str, active: bool, d
     paths = [os.path.abspath(p) for p in given] if given else harvest.default_paths(kind, cwd, home)
     items = harvest.read_items(kind, paths)
     doc = harvest.document(kind, items, space, "active" if active else "draft", cwd, home)
-    result = _import(doc, dry_run, items)
+    result = _import(doc, dry_run, items, progress)
     shown = [{"path": harvest.relative(i.path, cwd, home), "line": i.line, "kind": i.kind,
               **({"title": i.title} if i.title else {}), "content": i.content[:120]} for i in items]  # fmt: skip
     return {**result, "files": len({i.path for i in items}), "items": shown if dry_run else len(items)}
 
 
-def _import(doc: dict[str, Any], dry_run: bool, items: list[harvest.Item]) -> dict[str, Any]:
+def _import(doc: dict[str, Any], dry_run: bool, items: list[harvest.Item], progress: Progress | None) -> dict[str, Any]:
     """store.import of the document from a private temporary file the daemon reads and the CLI then removes."""
     from hivemem.cli.verbs import call
 
@@ -59,7 +62,7 @@ def _import(doc: dict[str, Any], dry_run: bool, items: list[harvest.Item]) -> di
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(doc, f, ensure_ascii=False)
-        return call("store.import", {"path": path, "dry_run": dry_run})
+        return call("store.import", {"path": path, "dry_run": dry_run}, progress)
     except HivememError as exc:
         _name_the_file(exc, items)
         raise

@@ -49,26 +49,34 @@ def progress(done: int, total: int, final: bool) -> None:
 
 
 class Working:
-    """`LABEL: N s` on one rewritten stderr line while long work runs in the daemon, on a terminal only (pipes
-    and --json readers see nothing); the line is cleared when the work ends."""
+    """Long work in the daemon on one rewritten stderr line, on a terminal only (pipes and --json readers see
+    nothing), cleared when the work ends: `LABEL: N s` until the daemon reports progress, then
+    `LABEL: STAGE [####------] DONE/TOTAL  N s`, redrawn at each report and every half second (D114).
+
+    `progress` is the callback to hand to the request: None when nothing is shown, so the daemon is not even
+    asked for progress frames."""
+
+    WIDTH = 24
 
     def __init__(self, label: str, shown: bool) -> None:
         self.label, self.shown = label, shown and sys.stderr.isatty()
+        self.progress = self._report if self.shown else None
         self._done: Any = None
         self._thread: Any = None
+        self._lock: Any = None
+        self._start = 0.0
+        self._state: tuple[str, int, int] | None = None
 
     def __enter__(self) -> Working:
         if self.shown:
             import threading
             import time
 
-            self._done = threading.Event()
-            start = time.monotonic()
+            self._done, self._lock, self._start = threading.Event(), threading.Lock(), time.monotonic()
 
             def tick() -> None:
                 while True:  # shown at once, so that even quick work says what ran; then every half second
-                    sys.stderr.write(f"\r{self.label}: {time.monotonic() - start:.0f} s ")
-                    sys.stderr.flush()
+                    self._draw()
                     if self._done.wait(0.5):
                         break
 
@@ -76,12 +84,40 @@ class Working:
             self._thread.start()
         return self
 
+    def _report(self, stage: str, done: int, total: int) -> None:
+        self._state = (stage, done, total)
+        self._draw()
+
+    def _draw(self) -> None:
+        import time
+
+        with self._lock:
+            if self._done.is_set() and self._thread is None:
+                return
+            sys.stderr.write(
+                f"\r{self.label}: {bar(self._state, self.WIDTH)}{time.monotonic() - self._start:.0f} s \x1b[K"
+            )
+            sys.stderr.flush()
+
     def __exit__(self, *exc: object) -> None:
         if self._done is not None:
             self._done.set()
             self._thread.join()  # its last line is written before the clearing one
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+            with self._lock:
+                self._thread = None
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
+
+
+def bar(state: tuple[str, int, int] | None, width: int) -> str:
+    """`STAGE [####------] DONE/TOTAL  ` of a progress report, or nothing before the first one."""
+    if state is None:
+        return ""
+    stage, done, total = state
+    if total <= 0:
+        return f"{stage} "
+    filled = min(width, width * done // total)
+    return f"{stage} [{'#' * filled}{'-' * (width - filled)}] {done:,}/{total:,}  "
 
 
 def dumps(obj: Any) -> str:

@@ -32,5 +32,5 @@ def _restore(source: str) -> dict[str, object]:
         raise Denied("admin", "restore replaces the whole store: the owner only", right="admin",
                      resource="store.restore", fix=fix)  # fmt: skip
     cfg = config.load()
-    where = paths.resolve(cfg["store.path"], cfg.path)
-    return ops.restore_store(where.store, source, int(cfg["backups.keep"]))
+    where = paths.resolve(cfg["store.path"], cfg.path, bool(cfg["store.url"]))
+    return ops.restore_store(where.store, source, int(cfg["backups.keep"]), url=str(cfg["store.url"]))

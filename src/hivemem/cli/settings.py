@@ -48,7 +48,7 @@ def _set(args: list[str], json_mode: bool) -> int:
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args(args)
     current = config.load()
-    where = paths.resolve(current["store.path"], current.path)
+    where = paths.resolve(current["store.path"], current.path, bool(current["store.url"]))
     _require_owner(where.owner_key, where.store)
     if ns.key == "store.url":
         _refuse_password(config.parse_value(ns.key, ns.value))

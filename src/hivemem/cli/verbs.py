@@ -12,6 +12,8 @@ TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy 
 if TYPE_CHECKING:
     from typing import Any
 
+    from hivemem.client import Progress
+
 
 def client_defaults(verb: Verb, params: dict[str, Any]) -> dict[str, Any]:
     """Absent params with a `client_default` filled in (SPEC 3: recall's spaces are the fixed read path)."""
@@ -30,8 +32,8 @@ def run_verb(verb: Verb, args: list[str]) -> int:
         ns = vars(parser.parse_args(attach_values(verb, args)))
         json_mode = ns.pop("json")
         params = client_defaults(verb, collect(verb, ns))
-        with output.Working(f"hivemem {verb.cli_name}", verb.long and not json_mode):
-            result = call(verb.name, params)
+        with output.Working(f"hivemem {verb.cli_name}", verb.long and not json_mode) as working:
+            result = call(verb.name, params, working.progress)
     except HivememError as exc:
         return output.error(exc, json_mode)
     code = output.result(verb.name, result, json_mode)
@@ -42,8 +44,9 @@ def run_verb(verb: Verb, args: list[str]) -> int:
     return code
 
 
-def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One request; a verb whose effect stops the daemon never starts one, and returns once it has gone."""
+def call(verb: str, params: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+    """One request; a verb whose effect stops the daemon never starts one, and returns once it has gone. With
+    `progress`, the daemon's progress frames are passed to it (D114)."""
     from hivemem.client import DaemonClient, wait_stopped
     from hivemem.protocol import MAX_FRAME, encode
 
@@ -52,7 +55,7 @@ def call(verb: str, params: dict[str, Any]) -> dict[str, Any]:
         raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
     client = DaemonClient(start=not stops)
     try:
-        result = client.call(verb, **params)
+        result = client.connect().request(verb, params, progress)
         if stops:
             wait_stopped(client)
     finally:

@@ -16,9 +16,8 @@ from hivemem.daemon import lifecycle, startup
 from hivemem.daemon.server import Server, run
 from hivemem.embeddings import EmbeddingError, Settings, make
 from hivemem.embeddings.local import defaults as local_defaults
-from hivemem.errors import Failed, HivememError
+from hivemem.errors import Failed, HivememError, Unavailable
 from hivemem.store import BACKEND_ERRORS, Progress, Store, open_store
-from hivemem.store.keys import ensure_owner_key
 from hivemem.store.limits import Limits
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     log = lifecycle.Log(paths.resolve())  # the log's place does not depend on the config
     try:
         config = config_mod.load()
-        where = paths.resolve(config["store.path"], config.path)
+        where = paths.resolve(config["store.path"], config.path, bool(config["store.url"]))
         started = start(where, config, on_demand=on_demand, progress=lambda line: _progress(log, ready_fd, line))
     except START_ERRORS as exc:
         return _failed(startup.explain(exc, where), ready_fd, log)
@@ -132,11 +131,11 @@ def start(
     locks = lifecycle.acquire(where, time.monotonic() + budget if on_demand else None)
     store: Store | None = None
     try:
-        store = open_store(where.store, limits_from(config), progress, read_only_ok=True)
+        store = open_store(where.store, limits_from(config), progress, read_only_ok=True, url=config["store.url"])
         if not store.readonly:
-            with contextlib.suppress(Failed):  # a full disk must not keep reads away; the next start retries
+            with contextlib.suppress(Failed, Unavailable):  # a full disk or a busy store must not keep reads away
                 store.memories.remove_tombstones(store.limits.tombstone_days)
-        return locks, store, ensure_owner_key(where.owner_key), lifecycle.bind(where.socket)
+        return locks, store, store.owner_key(where.owner_key), lifecycle.bind(where.socket)
     except BaseException:
         if store is not None:
             store.close()

@@ -8,11 +8,12 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from hivemem import __version__, ops, peer, protocol, secrets
+from hivemem import __version__, ops, peer, progress, protocol, secrets
 from hivemem.auth import Principal
 from hivemem.config import Config
 from hivemem.daemon.lifecycle import Log, idle_seconds
@@ -30,6 +31,7 @@ HELLO_PARAMS = ("token", "client", "version")
 # (1.5-3.5 ms) ends before Python's 5 ms thread switch interval, so a reader thread would hold the GIL, and with it
 # the event loop, just as long, and cost a thread hop more (D134). Larger ones are scanned on a reader thread.
 INLINE_CHECK_BYTES = 20 * 1024
+PROGRESS_SECONDS = 0.1  # at most this often a progress frame within one stage (D114)
 
 
 class Server:
@@ -69,6 +71,11 @@ class Server:
         loop = asyncio.get_running_loop()
         self.stopping = asyncio.Event()
         self._new_events = asyncio.Event()
+
+        def woken() -> None:  # another machine's daemon committed (a team store)
+            loop.call_soon_threadsafe(self._announce)
+
+        unwatch = self.store.watch(woken)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop, f"signal {sig.name}")
         server = await loop.create_unix_server(self._protocol, sock=sock)
@@ -77,6 +84,7 @@ class Server:
         await self.stopping.wait()
         daily.cancel()
         server.close()
+        unwatch()
         await self._drain()
 
     def _protocol(self) -> asyncio.Protocol:
@@ -113,7 +121,7 @@ class Server:
         self.connections += 1
         self._writers.add(writer)
         self._arm_idle()
-        state: dict[str, Any] = {"principal": None}
+        state: dict[str, Any] = {"principal": None, "writer": writer}
         try:
             await self._lines(reader, writer, state)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -153,7 +161,13 @@ class Server:
             message = decode(line)
             request_id = protocol.request_id(message)  # an id that is not one is answered with a null id
             verb, params = verb_and_params(message)
-            return reply(request_id, await self._run(state, verb, params, len(line)))
+            if message.get("progress") is not True:
+                return reply(request_id, await self._run(state, verb, params, len(line)))
+            listener, over = self._progress(state["writer"], request_id)
+            try:
+                return reply(request_id, await self._run(state, verb, params, len(line), listener))
+            finally:
+                over()  # nothing may follow the reply
         except TooDeep as exc:
             return reply(exc.request_id, error=exc)
         except HivememError as exc:
@@ -164,7 +178,34 @@ class Server:
         finally:
             self.in_flight -= 1
 
-    async def _run(self, state: dict[str, Any], verb: str, params: Any, size: int) -> dict[str, Any]:
+    def _progress(
+        self, writer: asyncio.StreamWriter, request_id: int | str
+    ) -> tuple[progress.Listener, Callable[[], None]]:
+        """A listener for the work of a request that asked for progress (D114), and the call that silences it.
+
+        It runs on the thread doing the work and hands each report to the event loop, which writes it as
+        `{"id", "progress": {stage, done, total}}` before the reply: the first and last of each stage, and
+        between them one every PROGRESS_SECONDS."""
+        loop = asyncio.get_running_loop()
+        sent: list[Any] = ["", 0.0]  # the stage and time of the last frame
+        silent = [False]
+
+        def send(frame: bytes) -> None:
+            if not silent[0] and not writer.is_closing():
+                writer.write(frame)
+
+        def listener(stage: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if stage == sent[0] and done < total and now - sent[1] < PROGRESS_SECONDS:
+                return
+            sent[:] = [stage, now]
+            frame = encode({"id": request_id, "progress": {"stage": stage, "done": done, "total": total}})
+            loop.call_soon_threadsafe(send, frame)
+
+        return listener, lambda: silent.__setitem__(0, True)
+
+    async def _run(self, state: dict[str, Any], verb: str, params: Any, size: int,
+                   listener: progress.Listener | None = None) -> dict[str, Any]:  # fmt: skip
         loop = asyncio.get_running_loop()
         if verb == "hello":
             if state["principal"] is not None:
@@ -184,9 +225,9 @@ class Server:
         if self.store.readonly and isinstance(params, dict):  # a read-only store still answers searches
             params = {**params, **{p.name: False for p in ops.verb_for(verb).params if p.writes and p.name in params}}
         if ops.needs_writer(verb, params):
-            result = await self._write(who, verb, params, size)
+            result = await self._write(who, verb, params, size, listener)
         else:
-            result = await loop.run_in_executor(self.readers, self._read, who, verb, params)
+            result = await loop.run_in_executor(self.readers, self._read, who, verb, params, listener)
         traits = ops.verb_for(verb)  # known: it was dispatched
         if traits.stream:
             assert isinstance(result, ops.Stream), f"{traits.name} has the stream trait but returned no Stream"
@@ -201,7 +242,8 @@ class Server:
         elif verb.effect == "stop":
             asyncio.get_running_loop().call_soon(self.stop, f"{verb.name} by {who.id}")
 
-    async def _write(self, who: Principal, verb: str, params: Any, size: int) -> dict[str, Any]:
+    async def _write(self, who: Principal, verb: str, params: Any, size: int,
+                     listener: progress.Listener | None) -> dict[str, Any]:  # fmt: skip
         """A write on the single writer; a read-only store refuses it in the store's own terms.
 
         Validation and its secret scan never run on the writer: a request of up to 20 KiB is checked here (a few
@@ -212,9 +254,11 @@ class Server:
         try:
             if size <= INLINE_CHECK_BYTES and secrets.ready():
                 checked = ops.check(verb, params, limit)
-                return await loop.run_in_executor(self.writer, ops.run, self.store, who, checked)
+                return await loop.run_in_executor(
+                    self.writer, progress.run, listener, ops.run, self.store, who, checked
+                )
             # the reader queues the write itself: no round trip through the event loop in between
-            queued = await loop.run_in_executor(self.readers, self._check_and_queue, who, verb, params, limit)
+            queued = await loop.run_in_executor(self.readers, self._check_and_queue, who, verb, params, limit, listener)
             return await asyncio.wrap_future(queued)
         except Failed as exc:
             if exc.code == "failed.store_moved":
@@ -223,9 +267,10 @@ class Server:
         finally:
             self._announce()
 
-    def _check_and_queue(self, who: Principal, verb: str, params: Any, limit: int) -> Future[dict[str, Any]]:
+    def _check_and_queue(self, who: Principal, verb: str, params: Any, limit: int,
+                         listener: progress.Listener | None) -> Future[dict[str, Any]]:  # fmt: skip
         checked = ops.check(verb, params, limit)
-        return self.writer.submit(ops.run, self.store, who, checked)
+        return self.writer.submit(progress.run, listener, ops.run, self.store, who, checked)
 
     def _moved(self, error: Failed) -> None:
         """The store file was deleted or replaced (SPEC 6.1): log it and stop; nothing more is written."""
@@ -288,8 +333,9 @@ class Server:
             return [encode({"error": Failed("internal", f"internal error: {type(exc).__name__}").to_wire()})], True
         return [encode({key: item}) for item in found], False
 
-    def _read(self, principal: Principal, verb: str, params: Any) -> dict[str, Any]:
-        return ops.dispatch(self.reader_store(), principal, verb, params)
+    def _read(self, principal: Principal, verb: str, params: Any, listener: progress.Listener | None) -> dict[str, Any]:
+        with progress.listening(listener):
+            return ops.dispatch(self.reader_store(), principal, verb, params)
 
     def _hello(self, params: Any) -> Principal:
         if not isinstance(params, dict):

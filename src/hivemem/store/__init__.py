@@ -1,5 +1,6 @@
 """The core: the Store interface (`base.py`) and its backends. Never prints, never reads the environment,
-never imports adapters. Today's backend is SQLite (`sqlite/`); `open_store` and `open_reader` open it."""
+never imports adapters. The backends are SQLite (`sqlite/`, a file) and PostgreSQL (`postgres/`, a team store,
+SPEC 16); `open_store` opens the one the config names, `open_reader` a SQLite file."""
 
 from __future__ import annotations
 
@@ -30,10 +31,21 @@ BACKEND_ERRORS: tuple[type[BaseException], ...] = (apsw.Error,)  # what opening 
 
 
 def open_store(
-    path: str, limits: Limits | None = None, progress: Progress | None = None, *, read_only_ok: bool = False
+    path: str,
+    limits: Limits | None = None,
+    progress: Progress | None = None,
+    *,
+    read_only_ok: bool = False,
+    url: str = "",
+    timeout_ms: int = 0,
 ) -> SQLiteStore:
     """Open (creating or migrating) the store at `path` for writing; a migration reports to `progress`; with
-    read_only_ok, a read-only file is opened for reading."""
+    read_only_ok, a read-only file is opened for reading. With `url` (config `store.url`), the team store in
+    that PostgreSQL database instead, `path`'s directory holding this machine's exports."""
+    if url:
+        from hivemem.store.postgres.store import open_postgres
+
+        return open_postgres(url, os.path.dirname(path), limits or Limits(), progress, timeout_ms=timeout_ms)
     if read_only_ok and os.path.exists(path) and not os.access(path, os.W_OK):
         if check_header(path) != schema.VERSION:
             raise read_only()  # it needs creating or migrating, which a read-only file cannot take
@@ -42,15 +54,43 @@ def open_store(
     return SQLiteStore(open_and_migrate(path, backups, progress), path, limits or Limits())
 
 
+def init_store(path: str, key_path: str, url: str = "") -> dict[str, object]:
+    """`hivemem store init`: create the store (the team store's schema when `url` is set) and its owner key;
+    `owner_key` is in the answer only when this call created it, so it is shown once."""
+    store = open_store(path, url=url)
+    try:
+        if url:
+            from hivemem.store.postgres.store import PostgresStore
+
+            key = store.init_owner(key_path) if isinstance(store, PostgresStore) else None
+        else:
+            key = None if os.path.exists(key_path) else store.owner_key(key_path)
+        out: dict[str, object] = {"store": store.path, "created": key is not None, "key_path": key_path}
+        if key is not None:
+            out["owner_key"] = key
+        return out
+    finally:
+        store.close()
+
+
+def _open_file(path: str) -> SQLiteStore:
+    return SQLiteStore(open_and_migrate(path, os.path.join(os.path.dirname(path), "backups")), path, Limits())
+
+
 def open_reader(path: str, limits: Limits | None = None) -> SQLiteStore:
     """A read-only connection to an existing, current store."""
     check_header(path)
     return SQLiteStore(connect(path, readonly=True), path, limits or Limits(), readonly=True)
 
 
-def restore(store_path: str, source: str, keep: int) -> dict[str, object]:
+def restore(store_path: str, source: str, keep: int, url: str = "") -> dict[str, object]:
     """Replace the store at `store_path` with a validated copy of the backup `source` while no daemon serves it,
-    keeping the current store in backups/; returns {path, from, previous, check}."""
+    keeping the current store in backups/; returns {path, from, previous, check}. A team store (`url`) is
+    restored with pg_restore instead: unsupported.store_backup."""
+    if url:
+        from hivemem.store.postgres.operations import backup_deferred
+
+        raise backup_deferred()
     from hivemem.store.sqlite.operations import restore as swap
 
-    return swap(store_path, source, keep, open_store)
+    return swap(store_path, source, keep, _open_file)

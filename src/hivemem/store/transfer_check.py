@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from hivemem import secrets
+from hivemem import progress, secrets
 from hivemem.errors import HivememError, InvalidParams
 from hivemem.manifest import BY_NAME, STATUSES, Param
 from hivemem.params import check
@@ -145,7 +145,7 @@ def _item(item: Any, at: str, rules: dict[str, Param], required: tuple[str, ...]
         rule = rules.get(key)
         if rule is None:
             raise bad(pointer_in(at, key), "unknown member")
-        out[key] = _member(rule, value, pointer_in(at, key), limit)
+        out[key] = _member(rule, value, at, limit, key)
     for key in required:
         if key not in out:
             raise bad(pointer_in(at, key), f"{key} is required")
@@ -156,22 +156,25 @@ def pointer_in(at: str, *parts: Any) -> str:
     return at + pointer(*parts)
 
 
-def _member(rule: Param, value: Any, at: str, limit: int) -> Any:
-    """One member checked by its param's rules; the error says where, and a secret stays a secret refusal."""
+def _member(rule: Param, value: Any, at: str, limit: int, key: str | None = None) -> Any:
+    """One member checked by its param's rules; the error says where (`at`, or member `key` of the item at `at`:
+    that pointer is built only for an error), and a secret stays a secret refusal."""
     if rule.type == "object" and rule.name in ("author", "updated_by", "reported_by"):
-        by = _item(value, at, BY_PARAMS, ("principal",), limit)
+        here = at if key is None else pointer_in(at, key)
+        by = _item(value, here, BY_PARAMS, ("principal",), limit)
         if rule.name == "author" and _has_secret(str(by.get("label", ""))):
-            _member(AUTHOR_LABEL, by["label"], pointer_in(at, "label"), limit)  # raises the refusal
+            _member(AUTHOR_LABEL, by["label"], pointer_in(here, "label"), limit)  # raises the refusal
         return by
     if rule.name == "provenance" and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in DAEMON_ONLY}
     try:
         return check(rule, value, limit)
     except HivememError as exc:
+        here = at if key is None else pointer_in(at, key)
         if exc.code == "invalid_params.secret_content":
-            raise InvalidParams("secret_content", f"{at} contains a secret ({exc.data.get('kind')}); nothing was "
-                                "imported", at=at, param="path", kind=exc.data.get("kind")) from None  # fmt: skip
-        raise bad(at, exc.message) from None
+            raise InvalidParams("secret_content", f"{here} contains a secret ({exc.data.get('kind')}); nothing was "
+                                "imported", at=here, param="path", kind=exc.data.get("kind")) from None  # fmt: skip
+        raise bad(here, exc.message) from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -205,6 +208,7 @@ def _memories(items: list[Any], limit: int, session_ids: set[str], space_map: di
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
+        progress.every("checking", i + 1, len(items))
         at = pointer("memories", i)
         m = _item(item, at, MEMORY, ("id", "space", "content"), limit)
         _unique(at, "id", seen, m["id"])

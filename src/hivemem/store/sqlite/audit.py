@@ -12,6 +12,8 @@ from hivemem.auth import Principal
 from hivemem.store.sqlite.db import Row, now, one
 
 ZERO = bytes(32)
+# json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), without building an encoder per call
+_compact = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 COLUMNS = "id, ts, type, principal, label, space, memory, session, revision, data"
 
 
@@ -42,8 +44,7 @@ def canonical(row: Row) -> dict[str, Any]:
 
 def link(previous: bytes, event: dict[str, Any]) -> bytes:
     """SHA-256 of the previous chain followed by the canonical JSON of this event."""
-    canonical = json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return hashlib.sha256(previous + canonical).digest()
+    return hashlib.sha256(previous + _compact(event).encode("utf-8")).digest()
 
 
 def append(
@@ -58,13 +59,29 @@ def append(
     data: dict[str, Any] | None = None,
 ) -> int:
     """Write one event inside the caller's transaction."""
+    return append_many(conn, actor, [(etype, space, memory, session, revision, data)])
+
+
+Pending = tuple[str, str | None, int | None, int | None, int | None, dict[str, Any] | None]
+"""An event to write: (type, space, memory, session, revision, data)."""
+
+
+def append_many(conn: apsw.Connection, actor: Principal, pending: list[Pending]) -> int:
+    """Write events in order inside the caller's transaction, chaining each to the one before, with one read of
+    the chain's end and one statement for them all; returns the last event's id."""
     last = one(conn, "SELECT chain FROM events ORDER BY id DESC LIMIT 1")
     seq = one(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'")
-    eid = (int(seq[0]) if seq else 0) + 1
-    payload = json.dumps(data or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    row = (eid, now(), etype, actor.id, actor.label, space, memory, session, revision, payload)
-    chain = link(bytes(last[0]) if last else ZERO, canonical(row))
-    conn.execute(f"INSERT INTO events({COLUMNS}, chain) VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*row, chain))
+    eid = int(seq[0]) if seq else 0
+    previous = bytes(last[0]) if last else ZERO
+    at = now()
+    rows = []
+    for etype, space, memory, session, revision, data in pending:
+        eid += 1
+        payload = _compact(data or {})
+        row = (eid, at, etype, actor.id, actor.label, space, memory, session, revision, payload)
+        previous = link(previous, canonical(row))
+        rows.append((*row, previous))
+    conn.executemany(f"INSERT INTO events({COLUMNS}, chain) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
     return eid
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import apsw
 
+from hivemem import progress
 from hivemem.errors import Conflict, Failed, HivememError, InvalidParams, Unsupported
 from hivemem.paths import fsync_dir
 from hivemem.store import files
@@ -35,7 +36,9 @@ def backup(conn: apsw.Connection, dest: str, *, counts: bool = False) -> dict[st
         _vacuum_into(conn, tmp)
         os.chmod(tmp, 0o600)
         files.fsync_file(tmp)
+        progress.report("checking", 0, 1)
         validate(tmp, row_counts(conn) if counts else None)
+        progress.report("checking", 1, 1)
         files.publish(tmp, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -48,13 +51,32 @@ def _vacuum_into(conn: apsw.Connection, dest: str) -> None:
     """`VACUUM INTO dest`. Inside the writer's transaction (a repair) VACUUM cannot run on that connection, so a
     second, read-only one takes it: the transaction holds the write lock, so it sees exactly the committed state."""
     if conn.getautocommit():
-        conn.execute("VACUUM INTO ?", (dest,))
+        _copied(conn, dest)
         return
     reader = connect(conn.filename, readonly=True)
     try:
-        reader.execute("VACUUM INTO ?", (dest,))
+        _copied(reader, dest)
     finally:
         reader.close()
+
+
+def _copied(conn: apsw.Connection, dest: str) -> None:
+    """`VACUUM INTO dest` on `conn`, reporting progress as the pages written to `dest` of the pages in use."""
+    used = int(scalar(conn, "PRAGMA page_count") or 0) - int(scalar(conn, "PRAGMA freelist_count") or 0)
+    size = int(scalar(conn, "PRAGMA page_size") or 4096)
+
+    def written() -> bool:
+        with contextlib.suppress(OSError):
+            progress.report("copying", min(os.path.getsize(dest) // size, used), used)
+        return False  # go on
+
+    progress.report("copying", 0, used)
+    conn.set_progress_handler(written, 100_000)
+    try:
+        conn.execute("VACUUM INTO ?", (dest,))
+    finally:
+        conn.set_progress_handler(None)
+    progress.report("copying", used, used)
 
 
 def row_counts(conn: apsw.Connection) -> dict[str, int]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import apsw
 
+from hivemem.progress import report
 from hivemem.store.sqlite.db import all_rows, scalar
 
 BATCH = 2000
@@ -22,6 +23,16 @@ def add(conn: apsw.Connection, memory: int) -> None:
         "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
         "FROM memory_fts_source WHERE id = ?",
         (memory,),
+    )
+
+
+def add_range(conn: apsw.Connection, first: int, last: int) -> None:
+    """Index the live, active memories with ids from `first` to `last`, none of which may be indexed yet (rows
+    just written), with one statement."""
+    conn.execute(
+        "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
+        "FROM memory_fts_source WHERE id BETWEEN ? AND ?",
+        (first, last),
     )
 
 
@@ -57,6 +68,7 @@ def fill(conn: apsw.Connection, progress: Callable[[str], None]) -> int:
             (batch[0], batch[-1]),
         )
         progress(f"search index: {start + len(batch):,} of {len(ids):,} memories")
+        report("indexing", start + len(batch), len(ids))
     return len(ids)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import apsw
 
+from hivemem import progress
 from hivemem.params import MAX_TAGS, TAG_RE
 from hivemem.store.sqlite import fts5, schema, vectors
 from hivemem.store.sqlite.audit import verify_chain
@@ -168,11 +169,13 @@ WRITER_ONLY = ("fts.mismatched",)  # FTS5's integrity-check is an INSERT command
 def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS) -> list[Finding]:
     """Every check's findings; a check that SQLite cannot finish is a finding of its own."""
     found: list[Finding] = []
-    for name, check in checks.items():
+    for done, (name, check) in enumerate(checks.items()):
+        progress.report("checks", done, len(checks))
         try:
             found += check(conn)
         except apsw.Error as exc:
             found.append(finding(name, f"could not run: {exc}"))
+    progress.report("checks", len(checks), len(checks))
     return found
 
 

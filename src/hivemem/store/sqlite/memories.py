@@ -15,7 +15,7 @@ from hivemem.auth import Principal
 from hivemem.errors import Conflict, NotFound
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, fts_index, vectors
-from hivemem.store.sqlite.db import Row, all_rows, atomic, format_time, now, one
+from hivemem.store.sqlite.db import Row, all_rows, atomic, format_time, now, one, scalar
 
 COLUMNS = (
     "id, space, kind, title, content, tags, status, source, provenance, confidence, confidence_state, review_after, "
@@ -142,17 +142,19 @@ def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], act
             "UPDATE memory_versions SET content = ? WHERE memory = ? AND content = ''",
             (f["content"] if before is None else before, f["id"]),
         )
-    meta = {k: (json.loads(f[k]) if k == "provenance" and f[k] else f[k]) for k in META}
-    conn.execute(
-        "INSERT INTO memory_versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (f["id"], f["revision"], action, f["kind"], f["title"], "", f["tags"], f["status"],
-         json.dumps(meta, sort_keys=True), actor.id, actor.label, f["updated"]),
-    )  # fmt: skip
+    conn.execute("INSERT INTO memory_versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _version_row(f, action, actor))
     if f["revision"] > store_limits.max_versions:  # nothing to trim before then
         conn.execute(
             "DELETE FROM memory_versions WHERE memory = ? AND revision <= ?",
             (f["id"], f["revision"] - store_limits.max_versions),
         )
+
+
+def _version_row(f: dict[str, Any], action: str, actor: Principal) -> tuple[Any, ...]:
+    """A memory_versions row for revision f["revision"], its content kept in the memory's row (stored as '')."""
+    meta = {k: (json.loads(f[k]) if k == "provenance" and f[k] else f[k]) for k in META}
+    return (f["id"], f["revision"], action, f["kind"], f["title"], "", f["tags"], f["status"],
+            json.dumps(meta, sort_keys=True), actor.id, actor.label, f["updated"])  # fmt: skip
 
 
 def _default_review(limits: Limits, kind: str, at: str) -> str | None:
@@ -192,6 +194,57 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
     `action` names the version and the event (`add` is memory.added, `capture` memory.captured, `move`
     memory.moved, `import` memory.imported); `author` keeps the creator of a moved memory."""
     at = now()
+    f = _new(limits, p, status, action, at)
+    principal, label = author or (actor.id, actor.label)
+    conn.execute(
+        "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
+        "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
+        "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
+        _row(f, sha256(f["content"]), principal, label, actor, session, at),
+    )
+    f["id"] = conn.last_insert_rowid()
+    _index(conn, f["id"], f["title"], f["content"], f["tags"])
+    _version(conn, limits, f, action, actor)
+    audit.append(conn, EVENTS[action], actor, space=f["space"], memory=f["id"], session=session, revision=1, data=data)
+    return int(f["id"])
+
+
+EVENTS = {"add": "memory.added", "capture": "memory.captured", "move": "memory.moved", "import": "memory.imported"}
+New = tuple[dict[str, Any], bytes, int | None, str, dict[str, Any] | None]
+"""A memory for `insert_many`: (params as `insert` takes them, SHA-256 of its content, session, status, data)."""
+
+
+def insert_many(conn: apsw.Connection, limits: Limits, actor: Principal, items: list[New], action: str) -> list[int]:
+    """`insert` for many new memories at once, in order, inside the caller's transaction: the same rows, index
+    entries, versions and events, written with one statement each, and their ids (consecutive, after every id
+    the store has ever given)."""
+    if not items:
+        return []
+    at = now()
+    first = int(scalar(conn, "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
+                             "coalesce((SELECT max(id) FROM memories), 0))") or 0) + 1  # fmt: skip
+    rows, versions = [], []
+    events: list[audit.Pending] = []
+    for n, (p, digest, session, status, data) in enumerate(items, start=first):
+        f = _new(limits, p, status, action, at)
+        f["id"] = n
+        rows.append((n, *_row(f, digest, actor.id, actor.label, actor, session, at)))
+        versions.append(_version_row(f, action, actor))
+        events.append((EVENTS[action], f["space"], n, session, 1, data))
+    conn.executemany(
+        "INSERT INTO memories(id, space, kind, title, content, content_sha256, capture_key, tags, status, source, "
+        "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
+        "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 23) + ")",
+        rows,
+    )
+    fts_index.add_range(conn, first, first + len(items) - 1)
+    conn.executemany("INSERT INTO memory_versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", versions)
+    audit.append_many(conn, actor, events)
+    return list(range(first, first + len(items)))
+
+
+def _new(limits: Limits, p: dict[str, Any], status: str, action: str, at: str) -> dict[str, Any]:
+    """The fields of a new memory at revision 1."""
     f: dict[str, Any] = {
         "space": p["space"], "kind": p.get("kind") or "note", "title": p.get("title") or "",
         "content": p["content"], "tags": " ".join(p.get("tags") or ()), "status": status,
@@ -202,23 +255,15 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
     }  # fmt: skip
     if f["review_after"] is None and action not in ("move", "import"):  # these keep their dates as they were
         f["review_after"] = _default_review(limits, f["kind"], at)
-    principal, label = author or (actor.id, actor.label)
-    conn.execute(
-        "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
-        "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
-        "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
-        (f["space"], f["kind"], f["title"], f["content"], sha256(f["content"]), capture_key(f["content"]), f["tags"],
-         status, f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
-         f["expires_at"], 1, principal, label, actor.id, actor.label, session, at, at),
-    )  # fmt: skip
-    f["id"] = conn.last_insert_rowid()
-    _index(conn, f["id"], f["title"], f["content"], f["tags"])
-    _version(conn, limits, f, action, actor)
-    event = {"add": "memory.added", "capture": "memory.captured", "move": "memory.moved", "import": "memory.imported"}[
-        action
-    ]
-    audit.append(conn, event, actor, space=f["space"], memory=f["id"], session=session, revision=1, data=data)
-    return int(f["id"])
+    return f
+
+
+def _row(f: dict[str, Any], digest: bytes, principal: str, label: str | None, actor: Principal,
+         session: int | None, at: str) -> tuple[Any, ...]:  # fmt: skip
+    """The values of a new memories row, from `space` to `updated`, in the order `insert` names them."""
+    return (f["space"], f["kind"], f["title"], f["content"], digest, capture_key(f["content"]), f["tags"],
+            f["status"], f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
+            f["expires_at"], 1, principal, label, actor.id, actor.label, session, at, at)  # fmt: skip
 
 
 def live_duplicate(conn: apsw.Connection, space: str, content: str) -> int | None:

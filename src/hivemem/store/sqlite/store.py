@@ -37,6 +37,7 @@ from hivemem.records import (
 )
 from hivemem.store.base import Keep, Visible
 from hivemem.store.filters import Filter
+from hivemem.store.keys import ensure_owner_key
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, clients, erasure, governance, listing, memories, search, sessions, vectors
 from hivemem.store.sqlite.db import atomic, check_path, connect, keep_files_on_close, scalar, snapshot
@@ -147,6 +148,14 @@ class SQLiteStore:
 
     def spaces(self, flt: Filter, after: str | None, limit: int) -> SpacePage:
         return cast(SpacePage, listing.spaces(self.conn, flt, after, limit))
+
+    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Only this daemon writes a SQLite store: its own commits wake its followers; nothing to watch."""
+        return lambda: None
+
+    def owner_key(self, path: str) -> str:
+        """The key file at `path`, created (0600) at first start (SPEC 4.1)."""
+        return ensure_owner_key(path)
 
     def status(self, readable: Readable, sessions: tuple[bool, frozenset[int], str | None],
                with_path: bool) -> Status:  # fmt: skip

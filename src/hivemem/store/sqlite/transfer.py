@@ -8,11 +8,13 @@ in memory, then published under its name without replacing anything. An import i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
+from hivemem import progress
 from hivemem.auth import Principal
 from hivemem.store import files
 from hivemem.store.limits import Limits
@@ -47,7 +49,10 @@ def _write_document(conn: apsw.Connection, out: files.Output, keep: Keep, spaces
     ids: set[int] = set()
     used_sessions: set[int] = set()
     seen: set[str] = set()
-    for row in _memory_rows(conn, spaces, include_deleted):
+    where, args = _where(spaces, include_deleted)
+    total = int(scalar(conn, f"SELECT count(*) FROM memories{where}", args) or 0)
+    for done, row in enumerate(conn.execute(f"SELECT {memories.COLUMNS} FROM memories{where} ORDER BY id", args), 1):
+        progress.every("memories", done, total)
         if not keep(row[1], row[0]):
             continue
         out.write(("," if ids else "") + _json(memories.shape(row, deleted=True)))
@@ -66,14 +71,14 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _memory_rows(conn: apsw.Connection, spaces: list[str] | None, include_deleted: bool) -> Iterator[Any]:
+def _where(spaces: list[str] | None, include_deleted: bool) -> tuple[str, list[Any]]:
+    """The WHERE clause (with its leading space, or empty) of the memories an export reads, and its arguments."""
     where = [] if include_deleted else ["deleted IS NULL"]
     args: list[Any] = []
     if spaces is not None:
         where.append(f"space IN ({','.join('?' * len(spaces))})")
         args += spaces
-    sql = f"SELECT {memories.COLUMNS} FROM memories"
-    yield from conn.execute(sql + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id", args)
+    return (f" WHERE {' AND '.join(where)}" if where else ""), args
 
 
 def _relations(conn: apsw.Connection, ids: set[int]) -> list[dict[str, Any]]:
@@ -104,46 +109,74 @@ def _sessions(conn: apsw.Connection, used: set[int] | None) -> list[dict[str, An
     return [sessions.shape(r) for r in rows]
 
 
-def plan(conn: apsw.Connection, doc: Document) -> tuple[dict[str, int], set[str]]:
-    """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and the ids it would add."""
-    counts = {"add": 0, "duplicate": 0, "skip": 0}
-    planned: set[tuple[str, bytes]] = set()
-    adds: set[str] = set()
-    for m in doc.memories:
-        if m.get("deleted"):
-            counts["skip"] += 1
-            continue
-        key = (m["space"], memories.sha256(m["content"]))
-        if key in planned or memories.live_duplicate(conn, m["space"], m["content"]) is not None:
-            counts["duplicate"] += 1
+@dataclass
+class Plan:
+    """What applying a document does: its counts, the memories to add (with their content's digest), and for each
+    duplicate the memory it duplicates (a store id, or the document id of an earlier item being added)."""
+
+    counts: dict[str, int]
+    adds: list[tuple[dict[str, Any], bytes]]
+    same: dict[str, int | str]
+
+
+def plan(conn: apsw.Connection, doc: Document) -> Plan:
+    """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and what it would add."""
+    out = Plan({"add": 0, "duplicate": 0, "skip": 0}, [], {})
+    live = [m for m in doc.memories if not m.get("deleted")]
+    out.counts["skip"] = len(doc.memories) - len(live)
+    keys = [(m["space"], memories.sha256(m["content"])) for m in live]
+    stored = _stored(conn, keys)
+    first: dict[tuple[str, bytes], str] = {}
+    for m, key in zip(live, keys, strict=True):
+        earlier = stored.get(key) or first.get(key)
+        if earlier is not None:
+            out.same[m["id"]] = earlier
+            out.counts["duplicate"] += 1
         else:
-            planned.add(key)
-            adds.add(m["id"])
-            counts["add"] += 1
-    return counts, adds
+            first[key] = m["id"]
+            out.adds.append((m, key[1]))
+            out.counts["add"] += 1
+    return out
+
+
+def _stored(conn: apsw.Connection, keys: list[tuple[str, bytes]]) -> dict[tuple[str, bytes], int]:
+    """The live memories holding each (space, content digest), looked up with one statement run for every key."""
+    sql = "SELECT ?1, ?2, (SELECT id FROM memories WHERE space = ?1 AND content_sha256 = ?2 AND deleted IS NULL)"
+    if not keys:
+        return {}
+    return {(space, digest): int(n) for space, digest, n in conn.executemany(sql, keys) if n is not None}
 
 
 def dry_run(conn: apsw.Connection, doc: Document) -> dict[str, Any]:
     with snapshot(conn):
-        return {"planned": plan(conn, doc)[0], "applied": False}
+        return {"planned": plan(conn, doc).counts, "applied": False}
+
+
+BATCH = 2000  # memories written with one statement each (and one progress report)
 
 
 def apply(conn: apsw.Connection, limits: Limits, actor: Principal, doc: Document) -> dict[str, Any]:
     """Apply a validated document in one transaction: sessions, then memories, then relations."""
     with atomic(conn):
-        planned, adds = plan(conn, doc)
-        wanted = _needed_sessions(doc, adds)
+        planned = plan(conn, doc)
+        wanted = _needed_sessions(doc, {m["id"] for m, _ in planned.adds})
         session_ids = {s["session"]: _import_session(conn, actor, s, doc) for s in doc.sessions
                        if s["session"] in wanted or s.get("harness_session")}  # fmt: skip
         at = now()
         ids: dict[str, int] = {}
-        for m in doc.memories:
-            if not m.get("deleted"):
-                ids[m["id"]] = _import_memory(conn, limits, actor, m, session_ids.get(m.get("session", "")), at, doc)
+        total = len(planned.adds)
+        for start in range(0, total, BATCH):
+            batch = planned.adds[start : start + BATCH]
+            items = [_new_memory(m, digest, session_ids.get(m.get("session", "")), doc) for m, digest in batch]
+            added = memories.insert_many(conn, limits, actor, items, "import")
+            ids.update(zip((m["id"] for m, _ in batch), added, strict=True))
+            progress.report("writing", start + len(batch), total)
+        for key, earlier in planned.same.items():
+            ids[key] = earlier if isinstance(earlier, int) else ids[earlier]
         for r in doc.relations:
             if r["source"] in ids and r["target"] in ids:
                 _import_relation(conn, actor, ids[r["source"]], ids[r["target"]], r, at)
-    return {"planned": planned, "applied": True}
+    return {"planned": planned.counts, "applied": True}
 
 
 def _needed_sessions(doc: Document, adds: set[str]) -> set[str]:
@@ -177,17 +210,12 @@ def _import_session(conn: apsw.Connection, actor: Principal, s: dict[str, Any], 
     return n
 
 
-def _import_memory(conn: apsw.Connection, limits: Limits, actor: Principal, m: dict[str, Any], session: int | None,
-                   at: str, doc: Document) -> int:  # fmt: skip
-    existing = memories.live_duplicate(conn, m["space"], m["content"])
-    if existing is not None:
-        return existing
+def _new_memory(m: dict[str, Any], digest: bytes, session: int | None, doc: Document) -> memories.New:
     p = {k: m[k] for k in ("space", "kind", "title", "content", "tags", "source", "confidence", "confidence_state",
                            "review_after", "expires_at") if m.get(k) is not None}  # fmt: skip
     p["provenance"] = provenance(m, doc.store_id)
     data = {"original_id": m["id"], "original_store": doc.store_id}
-    return memories.insert(conn, limits, actor, p, session, status=m.get("status", "active"), action="import",
-                           data=data)  # fmt: skip
+    return p, digest, session, m.get("status", "active"), data
 
 
 PROVENANCE_BYTES = 2048

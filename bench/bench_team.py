@@ -1,0 +1,133 @@
+"""The team store (PostgreSQL) beside the SQLite file, in one run: memory.add p50 and one-space search p50.
+
+Both stores are opened in-process (`open_store`, ops.dispatch as the owner, no socket), prefilled with the
+same generated texts across 20 spaces, then measured in alternating rounds. Baselines in the same run: a raw
+single-row INSERT in its own transaction on each backend (APSW on a WAL file with synchronous=FULL; psycopg on
+the same server), so the verb's overhead over its database is visible.
+
+    .venv/bin/python bench/bench_team.py [--sizes 2000,10000] [--adds 200] [--queries 200]
+        [--server postgresql://127.0.0.1:5432/test]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import apsw
+import psycopg
+
+import benchlib as bl
+from hivemem import ops
+from hivemem.auth import owner
+from hivemem.store import open_store
+
+
+def timed(fn: Any) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def raw_sqlite(path: str) -> Any:
+    conn = apsw.Connection(path)
+    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)")
+
+    def insert(text: str) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t(x) VALUES (?)", (text,))
+        conn.execute("COMMIT")
+
+    return insert
+
+
+def raw_pg(url: str) -> Any:
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE TABLE t (id bigserial PRIMARY KEY, x text)")
+
+    def insert(text: str) -> None:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO t(x) VALUES (%s)", (text,))
+        conn.execute("COMMIT")
+
+    return insert
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="2000")
+    parser.add_argument("--adds", type=int, default=200)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--server", default="postgresql://127.0.0.1:5432/test")
+    args = parser.parse_args()
+    bl.print_machine("team store (PostgreSQL) beside SQLite")
+    rows = []
+    for size in bl.parse_sizes(args.sizes):
+        rows.append(run(size, args.adds, args.queries, args.server))
+    bl.table(["memories", "backend", "add p50 ms", "raw insert p50 ms", "search p50 ms", "search p95 ms"],
+             [r for pair in rows for r in pair])  # fmt: skip
+    for lite, team in rows:
+        print(
+            f"{lite[0]:>8}: add PG/SQLite {team[2] / lite[2]:.2f}x (target <= 3x), "
+            f"search PG/SQLite {team[4] / lite[4]:.2f}x (target <= 3x)"
+        )
+    return 0
+
+
+def run(size: int, adds: int, queries: int, server: str) -> tuple[list[Any], list[Any]]:
+    name = f"hm_bench_{uuid.uuid4().hex[:12]}"
+    raw_name = name + "_raw"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'CREATE DATABASE "{raw_name}"')
+    url = urlunsplit(urlsplit(server)._replace(path="/" + name))
+    raw_url = urlunsplit(urlsplit(server)._replace(path="/" + raw_name))
+    base = tempfile.mkdtemp(prefix="team-", dir=str(bl.OUT) if bl.OUT.exists() else None)
+    lite = open_store(os.path.join(base, "store.db"))
+    team = open_store(os.path.join(base, "team", "store.db"), url=url)
+    who = owner()
+    try:
+        words = [f"word{n}" for n in range(5000)]
+
+        def sentence(i: int) -> str:
+            return " ".join(words[(i * 7 + k * 131) % len(words)] for k in range(24)) + f" item {i}"
+
+        for store in (lite, team):
+            for i in range(size):
+                ops.dispatch(store, who, "memory.add", {"space": f"project/s{i % 20}", "content": sentence(i)})
+        inserts = {"sqlite": raw_sqlite(os.path.join(base, "raw.db")), "postgresql": raw_pg(raw_url)}
+        stores = {"sqlite": lite, "postgresql": team}
+        add_t: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
+        raw_t: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
+        search_t: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
+        for i in range(adds):
+            for backend, store in stores.items():
+                params = {"space": f"project/s{i % 20}", "content": sentence(size + i) + " measured"}
+                add_t[backend].append(timed(lambda s=store, p=params: ops.dispatch(s, who, "memory.add", p)))
+                raw_t[backend].append(timed(lambda b=backend, t=params["content"]: inserts[b](t)))
+        for i in range(queries):
+            query = f"{words[(i * 37) % len(words)]} {words[(i * 91) % len(words)]}"
+            for backend, store in stores.items():
+                params = {"query": query, "spaces": [f"project/s{i % 20}"], "limit": 10}
+                search_t[backend].append(timed(lambda s=store, p=params: ops.dispatch(s, who, "memory.search", p)))
+    finally:
+        lite.close()
+        team.close()
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP DATABASE IF EXISTS "{raw_name}" WITH (FORCE)')
+
+    def row(backend: str) -> list[Any]:
+        return [size, backend, bl.ms(bl.median(add_t[backend])), bl.ms(bl.median(raw_t[backend])),
+                bl.ms(bl.median(search_t[backend])), bl.ms(bl.pct(search_t[backend], 95))]  # fmt: skip
+
+    return row("sqlite"), row("postgresql")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

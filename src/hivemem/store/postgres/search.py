@@ -1,0 +1,166 @@
+"""The full-text list of SPEC 9.1 on PostgreSQL text search, with hivemem's own tokens.
+
+Documents and queries are cut by the very tokenizer the SQLite index uses (store/sqlite/fts5.py: porter,
+unicode61 with diacritics removed, CJK runs as overlapping bigrams), run in-process on an in-memory SQLite
+connection, so both backends see the same terms. Each live, active memory keeps its terms in
+`memories.search`, a tsvector written as a parameter: title at weight A, tags B, content D, positions kept,
+and a gap of two positions between columns. A term of several tokens (a CJK run's bigrams, `don't`) is a
+phrase (`<->`), so a CJK run matches as a contiguous substring as on SQLite. Ranking is `ts_rank` with
+weights in the ratio 5:3:1 (title:tags:content) normalized by document length, then newest id first: not
+bm25, so the order may differ from SQLite's (docs/decisions.md D153).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any, cast
+
+import apsw
+
+from hivemem.store.filters import Filter
+from hivemem.store.postgres.conn import SPECIALS, Connection, Row
+from hivemem.store.sqlite import search as sqlite_search
+from hivemem.store.sqlite.db import snapshot
+from hivemem.store.sqlite.filters import condition
+from hivemem.store.sqlite.fts5 import MARK, prepare
+from hivemem.store.sqlite.memories import COLUMNS, shape
+
+LIST_MAX = sqlite_search.LIST_MAX
+WEIGHTS = "{0.2, 0, 0.6, 1.0}"  # D, C, B, A: content 1, tags 3, title 5
+MAX_POSITION = 16383
+MAX_LEXEME = 2046
+
+_lock = threading.Lock()
+_side: apsw.Connection | None = None
+_tokenize: Any = None
+
+
+def tokens(text: str, *, query: bool) -> list[str]:
+    """The terms hivemem's FTS5 tokenizer makes of `text` (a document column, or one query term)."""
+    global _side, _tokenize
+    if not text:
+        return []
+    with _lock:
+        if _tokenize is None:
+            _side = apsw.Connection(":memory:")
+            prepare(_side)
+            _tokenize = _side.fts5_tokenizer("hivemem", ["porter", "unicode61", "remove_diacritics", "2"])
+        flags = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
+        found = _tokenize(text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)
+    return [t for t in cast(list[str], found) if t and len(t.encode("utf-8")) <= MAX_LEXEME]
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def document(title: str, content: str, tags: str) -> str:
+    """The tsvector text of one memory: every token with its positions and its column's weight."""
+    positions: dict[str, list[str]] = {}
+    at = 0
+    for text, weight in ((title, "A"), (content, "D"), (tags, "B")):
+        for token in tokens(text, query=False):
+            at = min(at + 1, MAX_POSITION)
+            positions.setdefault(token, []).append(f"{at}{weight}")
+        at = min(at + 2, MAX_POSITION)
+    return " ".join(f"{_quote(t)}:{','.join(p[:256])}" for t, p in positions.items())
+
+
+def query(words: Sequence[str]) -> str | None:
+    """The tsquery text of a list of terms: OR of each term, a term of several tokens as a phrase."""
+    parts = []
+    for word in words:
+        found = tokens(word, query=True)
+        if found:
+            parts.append("(" + " <-> ".join(_quote(t) for t in found) + ")")
+    return " | ".join(parts) if parts else None
+
+
+def index(conn: Connection, memory: int) -> None:
+    """Write the memory's terms if it is live and active (after its row is written)."""
+    row = conn.run("SELECT title, content, tags FROM memories WHERE id = %s AND deleted IS NULL "
+                   "AND status = 'active'", (memory,))  # fmt: skip
+    if row:
+        conn.run("UPDATE memories SET search = %s::tsvector WHERE id = %s", (document(*row[0]), memory))
+
+
+def unindex(conn: Connection, memory: int) -> None:
+    conn.run("UPDATE memories SET search = NULL WHERE id = %s AND search IS NOT NULL", (memory,))
+
+
+def _add(conn: Connection, args: Sequence[Any]) -> list[Row]:
+    index(conn, int(args[0]))
+    return []
+
+
+def _remove(conn: Connection, args: Sequence[Any]) -> list[Row]:
+    unindex(conn, int(args[0]))
+    return []
+
+
+TERM = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def _match_limit(conn: Connection, args: Sequence[Any]) -> list[Row]:
+    """Capture's candidate lookup (`search.sharing`): an FTS5 expression of quoted terms, some of them space
+    tokens, answered by the same terms in PostgreSQL."""
+    quoted = [t.replace('""', '"') for t in TERM.findall(str(args[0]))]
+    spaces = [t[1:] for t in quoted if t.startswith(MARK)]
+    q = query([t for t in quoted if not t.startswith(MARK)])
+    if q is None:
+        return []
+    if spaces:
+        sql = "SELECT id FROM memories WHERE search @@ %s::tsquery AND space = ANY(%s) LIMIT %s"
+        return conn.run(sql, (q, spaces, int(args[1])))
+    return conn.run("SELECT id FROM memories WHERE search @@ %s::tsquery LIMIT %s", (q, int(args[1])))
+
+
+SPECIALS.update({
+    "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
+    "FROM memory_fts_source WHERE id = ?": _add,
+    "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
+    "FROM memory_fts_source WHERE id = ?": _remove,
+    "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
+    "FROM memories WHERE id = ? AND deleted IS NULL AND status = 'active'": _remove,
+    "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?": _match_limit,
+})  # fmt: skip
+
+
+def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
+    """Up to `limit` ids of live, active memories the filter admits, best first (SPEC 9.1 step 2): each term's
+    `ts_rank` (title 5, tags 3, content 1, length-normalized) times its bm25 inverse document frequency, summed,
+    so a rare term counts for more than one every memory holds; ties newest first."""
+    terms = [q for q in (query([w]) for w in words) if q is not None]
+    if not terms:
+        return []
+    counts = conn.run("SELECT " + ", ".join(["count(*) FILTER (WHERE search @@ %s::tsquery)"] * len(terms))
+                      + ", count(*) FROM memories WHERE search IS NOT NULL", terms)[0]  # fmt: skip
+    total = int(counts[-1])
+    idf = [max(math.log((total - int(n) + 0.5) / (int(n) + 0.5)), 1e-6) for n in counts[:-1]]
+    where, args = condition(flt, "m")
+    score = " + ".join(f"?::float8 * ts_rank('{WEIGHTS}'::real[], m.search, ?::tsquery, 1)" for _ in terms)
+    sql = (f"SELECT m.id FROM memories m WHERE m.search @@ ?::tsquery AND {where} "
+           f"ORDER BY {score} DESC, m.id DESC LIMIT ?")  # fmt: skip
+    scored = [v for pair in zip(idf, terms, strict=True) for v in pair]
+    return [int(r[0]) for r in conn.execute(sql, (" | ".join(terms), *args, *scored, limit)).fetchall()]
+
+
+def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
+    with snapshot(conn):  # type: ignore[arg-type]
+        ids = ranked(conn, words, flt, min(limit, LIST_MAX))
+        return sqlite_search.listed(conn, words, ids, set(ids), flt)  # type: ignore[arg-type]
+
+
+def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+    if not words:
+        return [], 0
+    with snapshot(conn):  # type: ignore[arg-type]
+        ids = ranked(conn, words, flt)
+        rows = sqlite_search.page_rows(conn, ids[:limit], flt)  # type: ignore[arg-type]
+    return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
+
+
+__all__ = ["COLUMNS", "document", "hits", "index", "matching", "query", "ranked", "tokens", "unindex"]

@@ -1,0 +1,460 @@
+"""The team store on PostgreSQL (SPEC 16): what differs from SQLite by design, bad input, and several machines
+(separate homes, each with its own daemon) on one database. Every test here runs on a real server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from conftest import Home, fails, isolated_home, wait_for
+from hivemem.errors import HivememError
+
+pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
+                                reason="HIVEMEM_TEST_BACKENDS leaves PostgreSQL out")  # fmt: skip
+SOAK = os.environ.get("HIVEMEM_SOAK") == "1"
+
+
+@pytest.fixture
+def pg() -> Iterator[Home]:
+    """A home whose store is a fresh PostgreSQL database."""
+    with isolated_home("postgresql") as h:
+        yield h
+
+
+def sql(home: Home, statement: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """A statement on the home's database, outside hivemem."""
+    with psycopg.connect(home.store_url, autocommit=True) as conn:
+        cur = conn.execute(statement, args or None)
+        return cur.fetchall() if cur.description else []
+
+
+@contextlib.contextmanager
+def machine(url: str) -> Iterator[Home]:
+    """Another machine: a home of its own (config, socket, daemon) on the same database. Its calls go through
+    the CLI or `client()`, which take the home's own environment."""
+    h = Home(tempfile.mkdtemp(prefix="hm-", dir="/tmp"), url)
+    h.config("")
+    try:
+        yield h
+    finally:
+        h.stop_daemon()
+        shutil.rmtree(h.base, ignore_errors=True)
+
+
+def share_owner(source: Home, target: Home) -> None:
+    """Copy the owner key, as a team does with `store init`'s owner.key."""
+    os.makedirs(target.paths.data_dir, mode=0o700, exist_ok=True)
+    shutil.copyfile(source.paths.owner_key, target.paths.owner_key)
+    os.chmod(target.paths.owner_key, 0o600)
+
+
+WORKER = r"""
+import json, sys
+from hivemem.client import DaemonClient
+from hivemem.config import load
+from hivemem.errors import HivememError
+memory, rounds = sys.argv[1], int(sys.argv[2])
+client = DaemonClient(load(), token="@owner")
+done = conflicts = 0
+while done < rounds:
+    got = client.call("memory.get", id=memory)
+    value = int(got["content"].split()[-1])
+    try:
+        client.call("memory.update", id=memory, revision=got["revision"], content=f"counter {value + 1}")
+        done += 1
+    except HivememError as exc:
+        if exc.code not in ("conflict.memory_revision", "unavailable.store_busy"):
+            raise
+        conflicts += 1
+print(json.dumps({"done": done, "conflicts": conflicts}))
+"""
+
+
+def worker(home: Home, *args: str) -> subprocess.Popen[bytes]:
+    env = {**home.env, "HIVEMEM_TOKEN": "@owner"}
+    return subprocess.Popen([sys.executable, "-c", WORKER, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+
+
+# The schema and its guard
+
+
+def test_store_init_creates_the_schema_and_shows_the_owner_key_once(pg: Home) -> None:
+    first = pg.ok("store", "init")
+    assert first["created"] is True and first["owner_key"].startswith("hm1.owner.")
+    assert oct(os.stat(pg.paths.owner_key).st_mode & 0o777) == "0o600"
+    with open(pg.paths.owner_key) as f:
+        assert f.read().strip() == first["owner_key"]
+    again = pg.ok("store", "init")
+    assert again["created"] is False and "owner_key" not in again
+    assert "password" not in again["store"]
+    versions = dict(sql(pg, "SELECT key, value FROM meta WHERE key IN ('application', 'schema_version')"))
+    assert versions == {"application": "hivemem", "schema_version": "1"}
+    assert pg.ok("whoami")["principal"] == "owner"
+
+
+def test_a_database_of_another_application_is_refused_untouched(pg: Home) -> None:
+    sql(pg, "CREATE TABLE invoices (id int)")
+    error = fails(pg, "memory", "add", "--space", "user", "--content", "x", code="unsupported.store_schema",
+                  exit_code=10)  # fmt: skip
+    assert "not a hivemem store" in error["message"]
+    assert [r[0] for r in sql(pg, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")] == ["invoices"]
+
+
+def test_a_newer_schema_is_refused(pg: Home) -> None:
+    pg.ok("store", "init")
+    sql(pg, "UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+    error = fails(pg, "memory", "add", "--space", "user", "--content", "x", code="unsupported.store_schema",
+                  exit_code=10)  # fmt: skip
+    assert error["data"]["found"] == "9" and error["data"]["supported"] == 1
+
+
+# What differs by design: backup and restore defer to PostgreSQL's tools
+
+
+def test_backup_and_restore_defer_to_pg_dump(pg: Home) -> None:
+    pg.ok("memory", "add", "--space", "user", "--content", "kept where it is")
+    target = os.path.join(pg.base, "copy.db")
+    error = fails(pg, "store", "backup", "--path", target, code="unsupported.store_backup", exit_code=10)
+    assert "pg_dump" in error["data"]["fix"] and not os.path.exists(target)
+    pg.ok("stop")
+    error = fails(pg, "store", "restore", "--path", target, code="unsupported.store_backup", exit_code=10)
+    assert "pg_restore" in error["data"]["fix"]
+    assert pg.ok("memory", "get", "--id", "m1")["content"] == "kept where it is"
+
+
+# Storage: parameters, the search column, the chain
+
+
+def test_memory_text_is_bound_never_inlined(pg: Home) -> None:
+    """The server's statement log holds no memory text: every value travels as a parameter."""
+    marker = "zq-secret-ish-marker-7731"
+    pg.ok("memory", "add", "--space", "user", "--content", f"{marker} in the text")
+    pg.ok("memory", "search", "--query", marker)
+    statements = sql(pg, "SELECT query FROM pg_stat_activity WHERE datname = current_database()")
+    assert not any(marker in (q or "") for (q,) in statements)
+    assert sql(pg, "SELECT count(*) FROM memories WHERE content LIKE %s", (f"{marker}%",)) == [(1,)]
+
+
+def test_cjk_runs_match_as_contiguous_substrings(pg: Home) -> None:
+    pg.ok("memory", "add", "--space", "user", "--content", "東京都の天気は晴れ")
+    pg.ok("memory", "add", "--space", "user", "--content", "京に都あり")
+    found = [r["id"] for r in pg.ok("memory", "search", "--query", "京都")["results"]]
+    assert found == ["m1"]  # 京都 is inside 東京都; 京 … 都 apart is not a match
+    assert pg.ok("memory", "search", "--query", "天都")["results"] == []
+
+
+def test_an_edited_event_breaks_the_chain_and_store_check_names_it(pg: Home) -> None:
+    for n in range(3):
+        pg.ok("memory", "add", "--space", "user", "--content", f"event source {n}")
+    assert pg.ok("store", "check")["ok"] is True
+    sql(pg, "UPDATE events SET principal = 'mallory' WHERE id = 2")
+    report = pg.ok("store", "check")
+    assert report["ok"] is False
+    assert [f["event"] for f in report["findings"] if f["check"] == "events.chain"] == [2]
+
+
+def test_a_search_column_out_of_step_is_found_and_repaired(pg: Home) -> None:
+    pg.ok("memory", "add", "--space", "user", "--content", "indexed pears")
+    pg.ok("memory", "add", "--space", "user", "--content", "indexed plums")
+    sql(pg, "UPDATE memories SET search = NULL WHERE id = 1")
+    sql(pg, "UPDATE memories SET search = to_tsvector('simple', 'apples') WHERE id = 2")
+    checks = sorted(f["check"] for f in pg.ok("store", "check")["findings"])
+    assert checks == ["fts.mismatched", "fts.missing"]
+    assert pg.ok("memory", "search", "--query", "pears")["results"] == []
+    repaired = pg.ok("store", "repair-fts", "--apply", "--confirm")
+    assert repaired["applied"] is True and repaired["indexed"] == 2
+    assert pg.ok("store", "check")["ok"] is True
+    assert [r["id"] for r in pg.ok("memory", "search", "--query", "pears")["results"]] == ["m1"]
+
+
+# Bad input: a failure halfway, the server going away, a statement timeout
+
+
+def test_a_memory_add_that_fails_at_its_event_leaves_nothing(pg: Home) -> None:
+    pg.ok("memory", "add", "--space", "user", "--content", "before the trigger")
+    sql(
+        pg,
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.type = 'memory.added' THEN RAISE EXCEPTION 'refused halfway'; END IF; RETURN NEW; END $$",
+    )
+    sql(pg, "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse()")
+    error = fails(pg, "memory", "add", "--space", "user", "--content", "never half written", code="failed.store",
+                  exit_code=1)  # fmt: skip
+    assert "refused halfway" in error["message"]
+    assert sql(pg, "SELECT count(*) FROM memories") == [(1,)]
+    assert sql(pg, "SELECT count(*) FROM memory_versions") == [(1,)]
+    assert sql(pg, "SELECT count(*) FROM events") == [(1,)]
+    sql(pg, "DROP TRIGGER refuse_halfway ON events")
+    assert pg.ok("memory", "add", "--space", "user", "--content", "never half written")["id"] == "m3"
+    assert pg.ok("store", "check")["ok"] is True
+
+
+def test_the_server_dropping_the_connection_is_store_busy_and_the_daemon_reconnects(pg: Home) -> None:
+    pg.ok("memory", "add", "--space", "user", "--content", "before the drop")
+    sql(pg, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid != pg_backend_pid()")  # fmt: skip
+    first = pg.cli("memory", "add", "--space", "user", "--content", "during the drop", "--json")
+    if first.code != 0:  # the verb met the dropped connection: a clear, retryable error, nothing written
+        assert first.json["error"]["code"] in ("unavailable.store_busy", "failed.store"), first
+        assert sql(pg, "SELECT count(*) FROM memories WHERE content = 'during the drop'") == [(0,)]
+    again = pg.ok("memory", "add", "--space", "user", "--content", "during the drop")
+    assert again["id"] in ("m2", "m3")
+    assert sql(pg, "SELECT count(*) FROM memories WHERE content = 'during the drop'") == [(1,)]
+    assert pg.ok("memory", "search", "--query", "drop")["results"]
+    assert pg.ok("store", "check")["ok"] is True
+
+
+def test_a_statement_timeout_is_a_clear_error_and_the_daemon_keeps_serving(pg: Home) -> None:
+    pg.ok("memory", "add", "--space", "user", "--content", "served before the lock")
+    holder = psycopg.connect(pg.store_url)
+    try:
+        holder.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+        sql(pg, f"ALTER DATABASE \"{pg.store_url.rsplit('/', 1)[1]}\" SET statement_timeout = '300ms'")
+        pg.ok("stop")
+        error = fails(pg, "memory", "list", code="unavailable.store_busy", exit_code=6)
+        assert "statement timeout" in error["message"]
+    finally:
+        holder.rollback()
+        holder.close()
+    assert pg.ok("memory", "list")["memories"][0]["id"] == "m1"
+    assert pg.daemon_pid() is not None
+
+
+def test_roles_without_superuser_serve_the_store(pg: Home) -> None:
+    """docs/team.md's two roles (D160): an owner of the `hivemem` schema runs `store init`; a runtime role with
+    only table rights serves every verb. Neither is a superuser."""
+    name = pg.store_url.rsplit("/", 1)[1]
+    admin, app, url = f"hm_adm_{name[-8:]}", f"hm_app_{name[-8:]}", pg.store_url
+    setup = [
+        f'CREATE ROLE "{admin}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
+        f'CREATE ROLE "{app}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
+        f'GRANT CONNECT ON DATABASE "{name}" TO "{admin}", "{app}"',
+        f'CREATE SCHEMA hivemem AUTHORIZATION "{admin}"',
+        f'ALTER ROLE "{admin}" IN DATABASE "{name}" SET search_path = hivemem, public',
+        f'ALTER ROLE "{app}" IN DATABASE "{name}" SET search_path = hivemem, public',
+        f'GRANT USAGE ON SCHEMA hivemem TO "{app}"',
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{admin}" IN SCHEMA hivemem '
+        f'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "{app}"',
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{admin}" IN SCHEMA hivemem GRANT USAGE, SELECT ON SEQUENCES TO "{app}"',
+    ]
+    for statement in setup:
+        sql(pg, statement)
+    try:
+        pg.store_url = url.replace("://", f"://{admin}@", 1)
+        pg.config("")
+        assert pg.ok("store", "init")["created"] is True
+        pg.store_url = url.replace("://", f"://{app}@", 1)
+        pg.config("")
+        pg.ok("memory", "add", "--space", "user", "--content", "written by the runtime role")
+        assert pg.ok("memory", "search", "--query", "runtime role")["results"][0]["id"] == "m1"
+        assert pg.ok("store", "check")["ok"] is True
+        with psycopg.connect(pg.store_url, autocommit=True) as conn, pytest.raises(psycopg.Error):
+            conn.execute("DROP TABLE memories")  # the daemons' role cannot change the schema
+        owners = sql(pg, "SELECT DISTINCT tableowner, schemaname FROM pg_tables WHERE tablename = 'memories'")
+        assert owners == [(admin, "hivemem")]
+        supers = sql(pg, "SELECT rolsuper FROM pg_roles WHERE rolname IN (%s, %s)", (admin, app))
+        assert supers == [(False,), (False,)]
+    finally:
+        pg.stop_daemon()
+        with psycopg.connect(url, autocommit=True) as conn:
+            for role in (app, admin):
+                conn.execute(f'DROP OWNED BY "{role}" CASCADE')
+                conn.execute(f'DROP ROLE "{role}"')
+
+
+# Moving between backends
+
+
+def test_export_from_sqlite_imports_into_postgresql_and_back(tmp_path: Any) -> None:
+    with isolated_home() as lite:
+        lite.ok("memory", "add", "--space", "user", "--content", "travels between stores", "--tags", "move")
+        lite.ok("memory", "add", "--space", "project/a", "--content", "東京都 also travels", "--kind", "fact")
+        out = str(tmp_path / "from-sqlite.json")
+        lite.ok("store", "export", "--path", out)
+    with isolated_home("postgresql") as team:
+        imported = team.ok("store", "import", "--path", out)
+        assert imported["planned"]["add"] == 2, imported
+        assert [r["id"] for r in team.ok("memory", "search", "--query", "京都")["results"]] == ["m2"]
+        back = str(tmp_path / "from-postgresql.json")
+        team.ok("store", "export", "--path", back)
+        again = team.ok("store", "import", "--path", out)
+        assert again["planned"]["add"] == 0 and again["planned"]["duplicate"] == 2  # nothing twice
+    with isolated_home() as lite2:
+        assert lite2.ok("store", "import", "--path", back)["planned"]["add"] == 2
+        found = lite2.ok("memory", "search", "--query", "travels")["results"]
+        assert sorted(r["space"] for r in found) == ["project/a", "user"]
+
+
+# Several machines, one store
+
+
+@pytest.fixture
+def team() -> Iterator[tuple[Home, Home]]:
+    """Two machines (homes with their own daemons) on one fresh database, sharing the owner key. The test
+    process's environment is the first's; the second is reached through subprocesses with its own."""
+    with isolated_home("postgresql") as a, machine(a.store_url) as b:
+        a.ok("store", "init")
+        share_owner(a, b)
+        yield a, b
+
+
+HOLDER = r"""
+import sys
+from hivemem.client import DaemonClient
+from hivemem.config import load
+from hivemem.errors import HivememError
+client = DaemonClient(load(), token=sys.argv[1])
+print(client.call("memory.get", id="m1")["content"], flush=True)
+sys.stdin.readline()
+try:
+    client.call("memory.get", id="m1")
+    print("served", flush=True)
+except HivememError as exc:
+    print(exc.code, flush=True)
+"""
+
+
+def test_a_token_removed_on_one_machine_is_refused_on_the_other(team: tuple[Home, Home]) -> None:
+    a, b = team
+    grants = json.dumps([{"right": "read", "scope": "space:user"}, {"right": "write", "scope": "space:user"}])
+    token = a.ok("client", "add", "--name", "laptop", "--grants", grants)["token"]
+    assert b.ok("memory", "add", "--space", "user", "--content", "from the laptop", token=token)["id"] == "m1"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, token], env=b.env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "from the laptop"  # one connection to b's daemon, open
+        a.ok("client", "remove", "--name", "laptop")
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "denied.token"  # its next request, on the other machine
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)
+    fails(b, "memory", "get", "--id", "m1", code="denied.token", exit_code=4, token=token)
+
+
+def test_two_machines_adding_the_same_text_at_once_keep_one_row(team: tuple[Home, Home]) -> None:
+    a, b = team
+    a.ok("whoami")
+    b.ok("whoami")
+    results: list[dict[str, Any]] = []
+
+    def add(home: Home) -> None:
+        results.append(home.ok("memory", "add", "--space", "user", "--content", "said by both at once"))
+
+    threads = [threading.Thread(target=add, args=(h,)) for h in (a, b, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r["changed"] for r in results) == [False, False, False, True]
+    assert {r["id"] for r in results} == {"m1"}
+    assert sql_url(a.store_url, "SELECT count(*) FROM memories") == [(1,)]
+
+
+def sql_url(url: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(statement).fetchall()
+
+
+def test_compare_and_swap_across_machines_loses_no_update(team: tuple[Home, Home]) -> None:
+    """2 daemons, 8 clients each, N read-modify-writes each of one counter: it ends at exactly 16 N, and its revision
+    history is linear (every revision once, in order)."""
+    a, b = team
+    rounds = 250 if SOAK else 12
+    assert a.ok("memory", "add", "--space", "user", "--content", "counter 0")["id"] == "m1"
+    b.ok("whoami")
+    procs = [worker(h, "m1", str(rounds)) for h in (a, b) for _ in range(8)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-400:] for o in outs]
+    total = 16 * rounds
+    got = a.ok("memory", "get", "--id", "m1")
+    assert got["content"] == f"counter {total}" and got["revision"] == total + 1
+    revisions = [v["revision"] for v in a.ok("memory", "history", "--id", "m1")["versions"]]
+    assert revisions == sorted(revisions, reverse=True) and len(set(revisions)) == len(revisions)
+    assert a.ok("store", "check")["ok"] is True
+
+
+def test_kill_9_of_one_daemon_loses_no_acknowledged_write_and_the_other_serves_on(team: tuple[Home, Home]) -> None:
+    a, b = team
+    a.ok("whoami")
+    b.ok("whoami")
+    acknowledged: list[str] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        client = a.client()
+        n = 0
+        try:
+            while not stop.is_set():
+                text = f"acknowledged write {n}"
+                try:
+                    client.call("memory.add", space="user", content=text)
+                except HivememError:
+                    return
+                acknowledged.append(text)
+                n += 1
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    assert wait_for(lambda: len(acknowledged) >= 5, 60)
+    pid = a.daemon_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    stop.set()
+    thread.join(30)
+    stored = {m for (m,) in sql_url(a.store_url, "SELECT content FROM memories")}
+    assert set(acknowledged) <= stored
+    assert b.ok("memory", "add", "--space", "user", "--content", "the other machine goes on")["changed"] is True
+    assert b.ok("store", "check")["ok"] is True
+
+
+def test_events_follow_on_one_machine_sees_commits_of_the_other(team: tuple[Home, Home]) -> None:
+    a, b = team
+    a.ok("memory", "add", "--space", "user", "--content", "first, seen by the follower")
+    env = {**b.env, "HIVEMEM_TOKEN": "@owner"}
+    follower = subprocess.Popen([sys.executable, "-m", "hivemem", "events", "follow", "--json"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    lines: list[dict[str, Any]] = []
+
+    def read() -> None:
+        assert follower.stdout is not None
+        for raw in follower.stdout:
+            lines.append(json.loads(raw))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    writer = a.client()
+    try:  # the follower starts after the newest event: write on machine a until a line arrives on machine b
+        made: list[str] = []
+        deadline = time.monotonic() + 30
+        while not lines and time.monotonic() < deadline:
+            made.append(writer.call("memory.add", space="user", content=f"probe {len(made)}")["id"])
+            wait_for(lambda: bool(lines), 0.5)
+        assert lines, "the follower on the other machine printed nothing"
+        assert lines[0]["type"] == "memory.added" and lines[0]["memory"] in made, lines
+    finally:
+        writer.close()
+        follower.terminate()
+        follower.wait(10)
+        reader.join(10)
+        for stream in (follower.stdout, follower.stderr):
+            if stream is not None:
+                stream.close()
