@@ -65,8 +65,19 @@ def scan_latency(samples: int) -> list[tuple[object, ...]]:
     return rows
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (from /proc; 0 where there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def add_throughput(size: int, adds: int, rounds: int, clients: int, keep: bool) -> dict[str, float]:
-    """Adds per second for raw APSW (one writer) and for hivemem with `clients` connections adding at once."""
+    """Adds per second for raw APSW (one writer) and for hivemem with `clients` connections adding at once, and
+    the CPU each add costs: the raw loop's (this process) and the daemon's (its /proc counters)."""
     gen, code = bl.TextGen(seed=size), source_text()
     items = [(f"bench/s{i % 20:02d}", f"{i} " + sized(gen, code, size - 8, i)) for i in range(adds + 10)]
     home = bl.Home(f"secrets-{size}-{clients}")
@@ -77,24 +88,28 @@ def add_throughput(size: int, adds: int, rounds: int, clients: int, keep: bool) 
             conns[0].call("memory.add", space=space, content=content)
             raw.add(space, "warm " + content)
         wall = {"raw": 0.0, "hm": 0.0}
+        cpu = {"raw": 0.0, "hm": 0.0}
+        pid = home.daemon_pid() or 0
         chunk = adds // rounds
         with ThreadPoolExecutor(clients) as pool:
             for r in range(rounds):
                 part = items[10 + r * chunk : 10 + (r + 1) * chunk]
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for space, content in part:
                     raw.add(space, content)
-                t1 = time.perf_counter()
+                t1, c1, d1 = time.perf_counter(), time.process_time(), cpu_seconds(pid)
                 list(pool.map(_add_all, conns, [part[i::clients] for i in range(clients)]))
                 wall["raw"] += t1 - t0
                 wall["hm"] += time.perf_counter() - t1
+                cpu["raw"] += c1 - c0
+                cpu["hm"] += cpu_seconds(pid) - d1
         for conn in conns:
             conn.close()
         raw.conn.close()
     finally:
         home.cleanup(keep)
     n = chunk * rounds
-    return {"n": n, "raw": n / wall["raw"], "hm": n / wall["hm"]}
+    return {"n": n, "raw": n / wall["raw"], "hm": n / wall["hm"], "raw_cpu": cpu["raw"] / n, "hm_cpu": cpu["hm"] / n}
 
 
 def _add_all(client: Any, part: list[tuple[str, str]]) -> None:
@@ -121,9 +136,12 @@ def main() -> int:
             m = add_throughput(size, args.adds, args.rounds, clients, args.keep)
             ratio = m["hm"] / m["raw"]
             failed |= ratio < 0.5
-            add_rows.append((size, clients, m["n"], m["raw"], m["hm"], ratio, bl.verdict(ratio >= 0.5)))
-    print("\nmemory.add throughput (adds/s), every add scanned; raw APSW (one writer) alternating in the same run.\n")
-    bl.table(("memory bytes", "clients", "adds", "raw adds/s", "hivemem adds/s", "ratio", "target >=0.5"), add_rows)
+            add_rows.append((size, clients, m["n"], m["raw"], m["hm"], ratio, bl.verdict(ratio >= 0.5),
+                             bl.ms(m["raw_cpu"]), bl.ms(m["hm_cpu"])))  # fmt: skip
+    print("\nmemory.add throughput (adds/s), every add scanned; raw APSW (one writer) alternating in the same run.")
+    print("CPU ms per add: the raw loop's, and the daemon's (scan, validation, socket and write; not the client's).\n")
+    bl.table(("memory bytes", "clients", "adds", "raw adds/s", "hivemem adds/s", "ratio", "target >=0.5",
+              "raw CPU ms", "daemon CPU ms"), add_rows)  # fmt: skip
     print(f"\n# load average at end: {bl.load()}")
     return 1 if failed else 0
 

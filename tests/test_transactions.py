@@ -61,6 +61,24 @@ def test_atomic_nests_as_savepoints_and_a_failed_inner_change_is_undone_alone(st
     assert [meta(conn, k) for k in ("outer", "kept", "undone", "undone too")] == ["x", "x", None, None]
 
 
+def test_a_failed_first_change_is_undone_alone_and_the_transaction_goes_on(store: SQLiteStore) -> None:
+    """The first change of a verb's transaction takes no savepoint (D132): undone alone, all the same."""
+    conn = store.conn
+    with store.transaction():
+        with pytest.raises(NotFound), atomic(conn):
+            put(conn, "undone")
+            with atomic(conn):
+                put(conn, "undone too")
+            raise NotFound("memory", "m9 not found")
+        assert not conn.getautocommit(), "an inner failure must not end the outer transaction"
+        with atomic(conn):
+            put(conn, "kept")
+        with pytest.raises(NotFound), atomic(conn):  # after a change: a savepoint
+            put(conn, "undone last")
+            raise NotFound("memory", "m9 not found")
+    assert [meta(conn, k) for k in ("undone", "undone too", "kept", "undone last")] == [None, None, "x", None]
+
+
 def test_an_outer_failure_undoes_what_inner_changes_released(store: SQLiteStore) -> None:
     conn = store.conn
     with pytest.raises(Failed), atomic(conn):

@@ -24,6 +24,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
+from itertools import accumulate
 from typing import Any
 
 RULES_FILE = "secret_rules.toml"
@@ -208,7 +209,8 @@ class Lines:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
+        # where each line starts: 0, then one past each LF (summed line lengths, without a Python loop per line)
+        self.starts = list(accumulate(map((1).__add__, map(len, text.split("\n"))), initial=0))[:-1]
         self.found: dict[tuple[str, bool], frozenset[int]] = {}
         self.present: set[str] = set()  # the literals the text holds (lowercase ones in its lowered copy)
 
@@ -317,6 +319,7 @@ class Engine:
         words |= {w for r in self.rules for w in r.words.words} | set(ENTROPY_GATE)
         self.lowercase = tuple(sorted(w for w in words if w.islower()))
         self.cased = tuple(sorted(words - set(self.lowercase)))
+        self.lowercase_plan, self.cased_plan = plan(self.lowercase), plan(self.cased)
         self._by_present: dict[frozenset[str], tuple[list[Plugin], list[Rule]]] = {}
 
     def plugin_names(self) -> list[str]:
@@ -327,7 +330,7 @@ class Engine:
         if len(lowered) != len(text):  # a few letters lower to two characters: keep offsets aligned
             lowered = text.translate(ASCII_LOWER)
         lines = Lines(text)
-        lines.present = {w for w in self.lowercase if w in lowered} | {w for w in self.cased if w in text}
+        lines.present = present(self.lowercase_plan, lowered) | present(self.cased_plan, text)
         checks, rules = self._candidates(lines.present)
         found = [f for f in (self._plugins(lines, lowered, checks), self._rules(lines, lowered, rules)) if f]
         # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
@@ -420,6 +423,34 @@ class Engine:
         ):
             return True
         return plugin is not None and (h.is_likely_id_string(value, line, plugin) or h.is_indirect_reference(line))
+
+
+Plan = tuple[tuple[str, str | None, bool], ...]
+
+
+def plan(words: tuple[str, ...]) -> Plan:
+    """The order in which `present` looks for `words`: (needle, parent, is a word), shortest first.
+
+    A needle's parent is its longest proper substring among the needles, so it is looked for only where its parent
+    was found: a text without `key` holds none of the twenty literals that contain it. Besides the words, two-letter
+    prefixes shared by three or more words are needles too (`gh`, `gl`, `db` ...). Exact: a text lacking a substring
+    of a word lacks the word."""
+    prefixes = Counter(w[:2] for w in words if len(w) > 2)
+    needles = sorted({*words, *(p for p, n in prefixes.items() if n >= 3)}, key=lambda w: (len(w), w))
+    out: list[tuple[str, str | None, bool]] = []
+    for i, needle in enumerate(needles):
+        parents = [p for p in needles[:i] if len(p) < len(needle) and p in needle]
+        out.append((needle, max(parents, key=len) if parents else None, needle in words))
+    return tuple(out)
+
+
+def present(steps: Plan, text: str) -> set[str]:
+    """The words of a plan that occur in `text`, each a substring search, skipped where a substring is missing."""
+    found: set[str | None] = {None}
+    for needle, parent, _ in steps:
+        if parent in found and needle in text:
+            found.add(needle)
+    return {needle for needle, _, word in steps if word and needle in found}
 
 
 def _prechecks(plugin: Any) -> list[re.Pattern[str]]:

@@ -20,9 +20,11 @@ Row = tuple[Any, ...]
 
 
 class Connection(apsw.Connection):
-    """A connection that remembers which file (device, inode) it opened for writing."""
+    """A connection that remembers which file (device, inode) it opened for writing, and the connection's
+    change count when its open write transaction began (None when atomic() did not begin one)."""
 
     identity: tuple[int, int] | None = None
+    begun: int | None = None
 
 
 def connect(path: str, *, readonly: bool = False, page_size: int | None = None) -> Connection:
@@ -143,32 +145,70 @@ def scalar(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Any:
 
 
 @contextmanager
-def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+def atomic(conn: apsw.Connection, *, verb: bool = False) -> Iterator[apsw.Connection]:
     """One logical change: the outermost call is one BEGIN IMMEDIATE transaction on the file the store path
-    names (commit on success, else roll back); a call inside it is a SAVEPOINT, undone alone when it fails."""
+    names (commit on success, else roll back); a call inside it is undone alone when it fails: a SAVEPOINT, or,
+    when the transaction is a verb's (`verb`: only row changes, which SQLite counts) and has changed nothing yet,
+    the transaction itself, begun again after the failure (D132)."""
     if not conn.getautocommit():
-        with _savepoint(conn):
-            yield conn
+        begun: int | None = getattr(conn, "begun", None)
+        if begun is not None and conn.total_changes() == begun:
+            with _first_change(conn):
+                yield conn
+        else:
+            with _savepoint(conn):
+                yield conn
         return
     check_identity(conn)
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        _begin(conn, verb)
     except apsw.Error as exc:
         raise translate(exc) from None
     try:
         yield conn
     except BaseException as exc:
-        if not conn.getautocommit():  # SQLite may already have rolled back (a full disk, for one)
-            conn.execute("ROLLBACK")
+        _end(conn, "ROLLBACK")
         if isinstance(exc, apsw.Error):
             raise translate(exc) from None
         raise
     try:
-        conn.execute("COMMIT")
+        _end(conn, "COMMIT")
     except apsw.Error as exc:
-        if not conn.getautocommit():
-            conn.execute("ROLLBACK")
+        _end(conn, "ROLLBACK")
         raise translate(exc) from None
+
+
+def _begin(conn: apsw.Connection, verb: bool) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    if isinstance(conn, Connection):
+        conn.begun = conn.total_changes() if verb else None
+
+
+def _end(conn: apsw.Connection, how: str) -> None:
+    """COMMIT or ROLLBACK the open transaction (SQLite may already have rolled back: a full disk, for one)."""
+    if isinstance(conn, Connection):
+        conn.begun = None
+    if not conn.getautocommit():
+        conn.execute(how)
+
+
+@contextmanager
+def _first_change(conn: apsw.Connection) -> Iterator[None]:
+    """A nested change that is the transaction's first: everything the transaction holds on failure is its own,
+    so rolling the transaction back undoes it alone, and a new one is begun for the caller. No SAVEPOINT: inside
+    one, SQLite copies every page the change touches to a sub-journal first, the larger part of a small write."""
+    try:
+        yield
+    except BaseException:
+        if conn.getautocommit():  # SQLite already rolled the whole transaction back: nothing is open to go on with
+            _end(conn, "ROLLBACK")
+        else:
+            conn.execute("ROLLBACK")
+            try:
+                _begin(conn, verb=True)
+            except apsw.Error:  # busy: the caller's own error still says what failed; nothing is left open
+                _end(conn, "ROLLBACK")
+        raise
 
 
 @contextmanager

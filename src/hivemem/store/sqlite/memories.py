@@ -137,10 +137,11 @@ def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], act
              before: str | None = None) -> None:  # fmt: skip
     """Record revision f["revision"]. The newest version's content is the row's own (stored as ''), so the
     text is not kept twice; the version it supersedes gets the content as it was (`before`, default unchanged)."""
-    conn.execute(
-        "UPDATE memory_versions SET content = ? WHERE memory = ? AND content = ''",
-        (f["content"] if before is None else before, f["id"]),
-    )
+    if f["revision"] > 1:  # revision 1 supersedes nothing (and an UPDATE here would flush the FTS5 buffer early)
+        conn.execute(
+            "UPDATE memory_versions SET content = ? WHERE memory = ? AND content = ''",
+            (f["content"] if before is None else before, f["id"]),
+        )
     conn.execute("INSERT INTO memory_versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _version_row(f, action, actor))
     if f["revision"] > store_limits.max_versions:  # nothing to trim before then
         conn.execute(

@@ -138,7 +138,7 @@ class SQLiteStore:
         """
         self._after_commit = []
         try:
-            with atomic(self.conn):
+            with atomic(self.conn, verb=True):
                 yield
         except BaseException:
             self._after_commit = []
