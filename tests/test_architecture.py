@@ -22,7 +22,7 @@ CORE_FORBIDDEN = ("hivemem.ops", "hivemem.protocol", "hivemem.client", *(f"hivem
 # Top-level modules by layer. Pure modules hold data and rules; services reach the store (ops, and
 # doctor through the core's integrity checks) or the daemon (client); adapters talk through services.
 PURE = ("auth.py", "records.py", "schemas.py", "errors.py", "manifest.py", "config.py", "paths.py", "spaces.py",
-        "secrets.py", "params.py", "protocol.py", "render.py", "peer.py", "libpq.py")  # fmt: skip
+        "secrets.py", "params.py", "protocol.py", "render.py", "peer.py", "libpq.py", "progress.py")  # fmt: skip
 SERVICES = ("ops.py", "client.py", "doctor.py")
 ENTRY = ("__init__.py", "__main__.py")
 PURE_FORBIDDEN = ("hivemem.store", "hivemem.search", "hivemem.embeddings", "hivemem.ops", "hivemem.client",
