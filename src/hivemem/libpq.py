@@ -80,10 +80,10 @@ def _parse_url(url: str) -> tuple[dict[str, str], bool]:
     settings: dict[str, str] = {}
     rest, _, query = rest.partition("?")
     at, slash = rest.find("@"), rest.find("/")
-    password = False
+    given = False
     if at >= 0 and (slash < 0 or at < slash):  # libpq: user info is what precedes an '@' before any '/'
         _, colon, secret = rest[:at].partition(":")
-        password, rest = bool(colon and secret), rest[at + 1 :]
+        given, rest = bool(colon and secret), rest[at + 1 :]
     netloc = rest.partition("/")[0]
     if netloc:
         hosts, ports = _netloc(netloc)
@@ -94,12 +94,12 @@ def _parse_url(url: str) -> tuple[dict[str, str], bool]:
             raise ValueError(f"parameter {unquote(key)!r} has no value")
         key, value = unquote(key), unquote(value)
         if key == "password":
-            password = bool(value) or password
+            given = bool(value) or given
         elif (key, value) in (("requiressl", "1"), ("ssl", "true")):
             settings["sslmode"] = "require"  # libpq's old and JDBC spellings of sslmode=require
         else:
             settings[key] = value
-    return settings, password
+    return settings, given
 
 
 def _netloc(netloc: str) -> tuple[list[str], list[str]]:

@@ -45,7 +45,7 @@ DIGIT = re.compile(r"\d")
 WORKER_MIN_ROWS = 5000  # from this many memories the report runs in a worker process (start-up ~0.3 s)
 WORKER_NICE = 10  # the worker yields the CPU to the daemon's writer
 SECRET_FIELDS = ("content", "title", "tags", "source", "provenance")
-SECRET_CHUNK = 200  # rows scanned as one text (measured: a third of the time of one scan per row)
+SCAN_ROWS = 200  # rows scanned as one text (measured: a third of the time of one scan per row)
 
 CanRead = Callable[[str, int], bool]
 Vectors = dict[int, Any]  # memory id -> unit vector (a NumPy array)
@@ -314,10 +314,10 @@ class Report:
                 self.found.append(_finding("unused", (row,), why, "memory.archive", params))
 
     def _secrets(self, rows: list[Row]) -> None:
-        """Rows are scanned SECRET_CHUNK at a time as one text, one line or more per field (the detector works
+        """Rows are scanned SCAN_ROWS at a time as one text, one line or more per field (the detector works
         line by line), and a chunk with a hit row by row: a clean chunk, the usual case, costs one scan."""
-        for start in range(0, len(rows), SECRET_CHUNK):
-            chunk = rows[start : start + SECRET_CHUNK]
+        for start in range(0, len(rows), SCAN_ROWS):
+            chunk = rows[start : start + SCAN_ROWS]
             text = "\n".join(v for row in chunk for name in SECRET_FIELDS if (v := getattr(row, name)))
             if not text or secrets.find(text) is None:
                 continue

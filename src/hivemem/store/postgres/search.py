@@ -38,21 +38,21 @@ MAX_LEXEME = 2046
 
 _lock = threading.Lock()
 _side: apsw.Connection | None = None
-_tokenize: Any = None
+_split_words: Any = None
 
 
 def tokens(text: str, *, query: bool) -> list[str]:
     """The terms hivemem's FTS5 tokenizer makes of `text` (a document column, or one query term)."""
-    global _side, _tokenize
+    global _side, _split_words
     if not text:
         return []
     with _lock:
-        if _tokenize is None:
+        if _split_words is None:
             _side = apsw.Connection(":memory:")
             prepare(_side)
-            _tokenize = _side.fts5_tokenizer("hivemem", ["porter", "unicode61", "remove_diacritics", "2"])
+            _split_words = _side.fts5_tokenizer("hivemem", ["porter", "unicode61", "remove_diacritics", "2"])
         flags = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
-        found = _tokenize(text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)
+        found = _split_words(text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)
     return [t for t in cast(list[str], found) if t and len(t.encode("utf-8")) <= MAX_LEXEME]
 
 
