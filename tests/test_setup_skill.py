@@ -159,8 +159,7 @@ def test_cli_mcp_and_skill_name_the_same_tools(home: Home) -> None:
     for name in names:
         assert f"- `{name}` (CLI `" in text
         verb = next(v for v in VERBS if v.name.replace(".", "_") == name)
-        group, _, command = verb.name.rpartition(".")
-        args = [*([group] if group else []), command.replace("_", "-"), "--help"]
+        args = [*verb.cli_name.split(), "--help"]
         assert run(home, *args).code == 0, args
 
 

@@ -51,6 +51,11 @@ def registry(rel: str, node: ast.AST, up: dict[ast.AST, ast.AST]) -> bool:
     return any(isinstance(t, ast.Name) and (rel, t.id) in REGISTRIES for t in targets)
 
 
+# Modules that handle a hygiene finding's fix action (a verb to call, carried as data) or doctor's check id
+# `memory.hygiene`: they name verbs as what a finding proposes, not to key a verb's own behaviour.
+FINDING_ACTIONS = frozenset({"search/hygiene.py", "web/hygiene.py", "web/health.py"})
+
+
 def named_for_behaviour(src: Iterator[tuple[str, ast.Module]]) -> list[str]:
     """Verb names in string literals outside the manifest, except as what a call sends or a lookup fetches.
 
@@ -59,7 +64,7 @@ def named_for_behaviour(src: Iterator[tuple[str, ast.Module]]) -> list[str]:
     """
     found = []
     for rel, tree in src:
-        if rel == "manifest.py":
+        if rel == "manifest.py" or rel in FINDING_ACTIONS:
             continue
         up = parents(tree)
         for node in ast.walk(tree):
