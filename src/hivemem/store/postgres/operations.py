@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
-from hivemem.auth import Principal
 from hivemem.errors import Unsupported
-from hivemem.records import BackupMade, CheckReport, Exported, Imported, Repair
+from hivemem.records import BackupMade, CheckReport, Repair
 from hivemem.store.limits import Limits
 from hivemem.store.postgres import search
 from hivemem.store.postgres.conn import Connection
-from hivemem.store.sqlite import integrity, transfer
+from hivemem.store.sqlite import integrity
 from hivemem.store.sqlite.db import atomic, snapshot
 from hivemem.store.sqlite.integrity import Finding, finding
-from hivemem.store.transfer_check import Document
+from hivemem.store.sqlite.operations import SQLiteOperations
 
 
 class Host(Protocol):
@@ -75,38 +74,30 @@ SEARCH = {name: CHECKS[name] for name in ("fts.missing", "fts.orphaned", "fts.mi
 
 
 def run(conn: Connection, checks: dict[str, Callable[[Any], list[Finding]]]) -> list[Finding]:
-    found: list[Finding] = []
-    for name, check in checks.items():
-        try:
-            found += check(conn)
-        except Exception as exc:
-            found.append(finding(name, f"could not run: {exc}"))
-    return found
+    """The shared check loop; any failure of a check here (the server's or the adapter's) is its finding."""
+    return integrity.run(cast(Any, conn), checks, errors=(Exception,))
 
 
-class PostgresOperations:
-    __slots__ = ("_store",)
+class PostgresOperations(SQLiteOperations):
+    """Export and import are SQLite's (the same statements, through the adapter); check, repair and backup
+    are this backend's own."""
+
+    __slots__ = ()
 
     def __init__(self, store: Host) -> None:
-        self._store = store
+        self._store = store  # type: ignore[assignment]  # the team store's adapter stands in for APSW's
 
-    def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
-               include_deleted: bool, every_session: bool) -> Exported:  # fmt: skip
-        result = transfer.export(self._store.conn, actor, dest, keep, spaces, include_deleted, every_session)
-        return cast(Exported, result)
-
-    def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported:
-        if dry_run:
-            return cast(Imported, transfer.dry_run(self._store.conn, doc))
-        return cast(Imported, transfer.apply(self._store.conn, self._store.limits, actor, doc))
+    @property
+    def _conn(self) -> Connection:
+        return cast(Connection, self._store.conn)
 
     def check(self) -> CheckReport:
         with snapshot(self._store.conn):
-            return cast(CheckReport, integrity.report(run(self._store.conn, CHECKS)))
+            return cast(CheckReport, integrity.report(run(self._conn, CHECKS)))
 
     def repair_fts(self, apply: bool) -> Repair:
         """The search column rebuilt from the rows (nothing to back up: the rows are not touched)."""
-        conn: Connection = self._store.conn
+        conn = self._conn
         if not apply:
             return cast(Repair, {"applied": False, "findings": run(conn, SEARCH)})
         with atomic(conn):  # type: ignore[arg-type]

@@ -55,10 +55,10 @@ class PostgresStore(SQLiteStore):
         self._identity = None
         self._memories = PostgresMemories(self)
         self._search = PostgresSearch(self)
-        self._operations = PostgresOperations(self)  # type: ignore[assignment]
+        self._operations = PostgresOperations(self)
 
     @property
-    def operations(self) -> PostgresOperations:  # type: ignore[override]
+    def operations(self) -> PostgresOperations:
         return cast(PostgresOperations, self._operations)
 
     @property

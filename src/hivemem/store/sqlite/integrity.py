@@ -166,14 +166,16 @@ FTS: dict[str, Check] = {name: CHECKS[name] for name in ("fts.missing", "fts.orp
 WRITER_ONLY = ("fts.mismatched",)  # FTS5's integrity-check is an INSERT command: a read-only handle cannot run it
 
 
-def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS) -> list[Finding]:
-    """Every check's findings; a check that SQLite cannot finish is a finding of its own."""
+def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS,
+        errors: tuple[type[BaseException], ...] = (apsw.Error,)) -> list[Finding]:  # fmt: skip
+    """Every check's findings; a check that the database cannot finish (one of `errors`) is a finding of its
+    own."""
     found: list[Finding] = []
     for done, (name, check) in enumerate(checks.items()):
         progress.report("checks", done, len(checks))
         try:
             found += check(conn)
-        except apsw.Error as exc:
+        except errors as exc:
             found.append(finding(name, f"could not run: {exc}"))
     progress.report("checks", len(checks), len(checks))
     return found
