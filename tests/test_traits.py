@@ -51,9 +51,14 @@ def registry(rel: str, node: ast.AST, up: dict[ast.AST, ast.AST]) -> bool:
     return any(isinstance(t, ast.Name) and (rel, t.id) in REGISTRIES for t in targets)
 
 
-# Modules that handle a hygiene finding's fix action (a verb to call, carried as data) or doctor's check id
-# `memory.hygiene`: they name verbs as what a finding proposes, not to key a verb's own behaviour.
-FINDING_ACTIONS = frozenset({"search/hygiene.py", "web/hygiene.py", "web/health.py"})
+# A hygiene finding's fix is a verb to call, carried as data, and doctor's hygiene check has the verb's name
+# as its id: these modules name these verbs as what a finding proposes, not to key a verb's own behaviour.
+FINDING_ACTIONS = frozenset({
+    ("search/hygiene.py", "memory.purge"),
+    ("web/hygiene.py", "memory.relate"), ("web/hygiene.py", "memory.unrelate"), ("web/hygiene.py", "memory.archive"),
+    ("web/hygiene.py", "memory.challenge"),
+    ("web/health.py", "memory.hygiene"),
+})  # fmt: skip
 
 
 def named_for_behaviour(src: Iterator[tuple[str, ast.Module]]) -> list[str]:
@@ -64,11 +69,13 @@ def named_for_behaviour(src: Iterator[tuple[str, ast.Module]]) -> list[str]:
     """
     found = []
     for rel, tree in src:
-        if rel == "manifest.py" or rel in FINDING_ACTIONS:
+        if rel == "manifest.py":
             continue
         up = parents(tree)
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Constant) and node.value in BY_NAME) or registry(rel, node, up):
+                continue
+            if (rel, node.value) in FINDING_ACTIONS:
                 continue
             use: ast.AST = up[node]
             child: ast.AST = node  # the node under `use`: a lookup must have it as its key
