@@ -146,7 +146,7 @@ def test_hooks_write_nothing(home: Home, stocked: str) -> None:
     before = state(home)
     for event in ("session-start", "prompt-submit"):
         for harness in ("claude-code", "codex"):
-            data = {"session_id": "z", "cwd": stocked, "prompt": "deploy port"}
+            data = {"session_id": "z", "cwd": stocked, "prompt": "deploy with make release"}
             assert payload(hook(home, event, data, "--harness", harness), event)
             hook(home, event, b"garbage")
     assert state(home) == before
@@ -213,7 +213,7 @@ def test_malformed_input_fails_open_and_is_logged(home: Home, one_memory: str, c
 
 
 def test_input_of_exactly_1_mib_is_read(home: Home, one_memory: str) -> None:
-    head, tail = b'{"cwd": "%s", "prompt": "deploy ' % one_memory.encode(), b'"}'
+    head, tail = b'{"cwd": "%s", "prompt": "deploy carefully ' % one_memory.encode(), b'"}'
     data = head + b"x" * ((1 << 20) - len(head) - len(tail)) + tail
     assert len(data) == 1 << 20
     records, _ = parse(payload(hook(home, "prompt-submit", data), "prompt-submit"))
