@@ -26,6 +26,11 @@ Targets: inproc p50 <= 1.5 x raw p50 (10k, 100k); socket p50 <= max(2 x raw, raw
 + 1.5 ms; at 120k/500: inproc p50 <= 5 ms and <= 3 x alone p50.
 
     .venv/bin/python bench/bench_search_real.py [--cases 10k,100k,120k/500] [--queries 500] [--warmup 50]
+                                                [--cache DIR]
+
+Before measuring, the script waits (up to 5 minutes) until the daemon, idle after the prefill, has merged the
+full-text index into one segment, as it does for any store once writes pause (docs/decisions.md D190); the
+prefill alone leaves it in 10-20 segments, which every term's lookup visits.
 """
 
 from __future__ import annotations
@@ -190,6 +195,25 @@ def home_for(name: str, cache: str | None) -> bl.Home:
     return home
 
 
+def segments(path: str) -> int:
+    conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        count: Any = conn.execute("SELECT count(DISTINCT segid) FROM memory_fts_idx").fetchall()[0][0]
+        return int(count)
+    finally:
+        conn.close()
+
+
+def settle(path: str, budget: float = 300.0) -> None:
+    """Wait while the running daemon, idle, merges the index that the prefill wrote one memory at a time (D190):
+    what a store looks like once its daemon has had a quiet second after the last write."""
+    before, t = segments(path), time.perf_counter()
+    while segments(path) > 1 and time.perf_counter() - t < budget:
+        time.sleep(0.2)
+    print(f"  index segments: {before} before the daemon's idle merge, {segments(path)} after "
+          f"({time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)  # fmt: skip
+
+
 def measure(case: str, turns: list[str], queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
     size, spaces = CASES[case]
     space = space_of(MEASURED if spaces > 1 else 0)
@@ -206,6 +230,7 @@ def measure(case: str, turns: list[str], queries: list[str], args: argparse.Name
         print(f"  {case}: {added:,} memories ready in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         client = home.client()
         client.call("store.status")  # starts the daemon
+        settle(home.paths.store)
         store = open_reader(home.paths.store)
         runners: dict[str, Runner] = {"raw": raw_runner(store.conn, "memory_fts")}
         alone = None

@@ -11,11 +11,17 @@ import random
 import tempfile
 from typing import Any
 
+import apsw
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import Home, wait_for
 from hivemem import ops
 from hivemem.auth import owner
+from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store import open_store
-from hivemem.store.sqlite import fts_index
+from hivemem.store.sqlite import fts5, fts_index
 from hivemem.store.sqlite import search as fts
 
 SPACES = ("user", *(f"project/{c}" for c in "abcdefghijk"))  # each under 1/8 of the store: MATCH by space token
@@ -91,3 +97,66 @@ def test_the_index_follows_every_change() -> None:
     assert len(words) > 20
     assert fts._small(store.conn, ("user",)), "searches in one space must have gone through MATCH by space token"
     store.close()
+
+
+def segments_of(path: str) -> int:
+    """How many segments the store file's memory_fts has, read from a read-only connection of the test's own."""
+    conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        count: Any = conn.execute("SELECT count(DISTINCT segid) FROM memory_fts_idx").fetchall()[0][0]
+        return int(count)
+    finally:
+        conn.close()
+
+
+def test_the_daemon_merges_a_fragmented_index_when_idle_and_every_search_answers_the_same(
+    home: Home, owner: DaemonClient
+) -> None:
+    """Memories written one at a time leave the index in many segments, which every term's lookup visits; once
+    the daemon has been idle for a second it merges them into one, in steps, and searches answer exactly as
+    before (D190)."""
+    queries = ("shared", "apples", "tok5x", "pears 17", "的一")
+    for step in range(200):
+        owner.call("memory.add", space=SPACES[step % 3], content=f"shared {unique_words(step)} apples {step % 17}")
+        if segments_of(home.paths.store) > fts_index.MERGE_FROM_SEGMENTS + 2:
+            break
+    fragmented = segments_of(home.paths.store)
+    assert fragmented > fts_index.MERGE_FROM_SEGMENTS, fragmented
+    before = {q: owner.call("memory.search", query=q, spaces=[SPACES[0]], limit=100) for q in queries}
+    before["all"] = owner.call("memory.search", query="shared apples", limit=100)
+    assert wait_for(lambda: segments_of(home.paths.store) == 1, timeout=30), segments_of(home.paths.store)
+    after = {q: owner.call("memory.search", query=q, spaces=[SPACES[0]], limit=100) for q in queries}
+    after["all"] = owner.call("memory.search", query="shared apples", limit=100)
+    assert after == before
+    assert any(r["results"] for r in before.values())
+    assert owner.call("store.check")["ok"]
+
+
+def test_a_merge_step_merges_only_a_fragmented_index() -> None:
+    store = open_store(tempfile.mkdtemp(prefix="hm-fts-") + "/store.db")
+    me = owner()
+    conn = store.conn  # type: ignore[attr-defined]
+    ops.dispatch(store, me, "memory.add", {"space": "user", "content": "one lonely memory"})
+    assert fts_index.segments(conn) <= fts_index.MERGE_FROM_SEGMENTS
+    assert store.search.compact(False) is False  # nothing to merge: nothing written
+    for step in range(200):
+        ops.dispatch(store, me, "memory.add", {"space": "user", "content": f"memory {unique_words(step)}"})
+        if fts_index.segments(conn) > fts_index.MERGE_FROM_SEGMENTS:
+            break
+    steps = 1
+    while store.search.compact(steps > 1):
+        steps += 1
+        assert steps < 1000
+    assert fts_index.segments(conn) == 1
+    conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")  # raises if corrupt
+    assert found(store, "memory", "user") == live_active(conn)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=400))
+@settings(max_examples=300, deadline=None)
+def test_ascii_text_is_counted_as_the_tokenizer_counts_it(text: str) -> None:
+    conn = apsw.Connection(":memory:")
+    fts5.prepare(conn)
+    tokenize = conn.fts5_tokenizer(fts.TOKENIZE[0], list(fts.TOKENIZE[1:]))
+    expected = len(list(tokenize(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)))
+    assert fts.token_count(text, tokenize) == expected

@@ -32,6 +32,11 @@ HELLO_PARAMS = ("token", "client", "version")
 # the event loop, just as long, and cost a thread hop more (D134). Larger ones are scanned on a reader thread.
 INLINE_CHECK_BYTES = 20 * 1024
 PROGRESS_SECONDS = 0.1  # at most this often a progress frame within one stage (D114)
+# Index upkeep (D190): once no request has run for COMPACT_IDLE_SECONDS after a write (or after start), the writer
+# merges the full-text index a bounded step at a time, a request arriving in between going first.
+COMPACT_IDLE_SECONDS = 1.0
+COMPACT_PAUSE_SECONDS = 0.02
+COMPACT_SHARE = 100  # a merge that kept the writer busy for t seconds is followed by none for COMPACT_SHARE * t
 
 
 class Server:
@@ -58,6 +63,10 @@ class Server:
         self.exit_code = 0
         self.moved = False
         self.worker: Any = None  # the embedding worker (daemon.embedder.Worker) when a provider is on
+        self._compact: asyncio.TimerHandle | None = None
+        self._compacting = False  # a merge of the index is under way
+        self._compact_busy = 0.0  # the writer's time in the merge under way
+        self._compact_after = 0.0  # the monotonic time before which no new merge starts
 
     def reader_store(self) -> Store:
         store: Store | None = getattr(self._local, "store", None)
@@ -80,9 +89,12 @@ class Server:
             loop.add_signal_handler(sig, self.stop, f"signal {sig.name}")
         server = await loop.create_unix_server(self._protocol, sock=sock)
         self._arm_idle()
+        self._arm_compact(COMPACT_IDLE_SECONDS)
         daily = loop.call_later(DAY, self._daily)
         await self.stopping.wait()
         daily.cancel()
+        if self._compact is not None:
+            self._compact.cancel()
         server.close()
         unwatch()
         await self._drain()
@@ -111,6 +123,51 @@ class Server:
         self._idle = None
         if self.connections == 0 and self.in_flight == 0:
             self._idle = asyncio.get_running_loop().call_later(idle_seconds(self.config), self.stop, "idle")
+
+    def _arm_compact(self, delay: float) -> None:
+        """(Re)start the wait before the next step of index upkeep."""
+        if self.store.readonly or (self.stopping is not None and self.stopping.is_set()):
+            return
+        if self._compact is not None:
+            self._compact.cancel()
+        if not self._compacting:
+            delay = max(delay, self._compact_after - time.monotonic())
+        self._compact = asyncio.get_running_loop().call_later(delay, self._compact_step)
+
+    def _compact_step(self) -> None:
+        self._compact = None
+        if self.in_flight:  # requests go first; upkeep waits for the next quiet moment
+            self._arm_compact(COMPACT_IDLE_SECONDS)
+            return
+        loop = asyncio.get_running_loop()
+        step = self.writer.submit(self._timed_compact, self._compacting)
+
+        def done(step: Future[bool]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed while the step ran: the daemon is gone
+                loop.call_soon_threadsafe(self._compacted, step)
+
+        step.add_done_callback(done)
+
+    def _timed_compact(self, resume: bool) -> bool:
+        """One step on the writer thread, its time added to the merge's."""
+        started = time.monotonic()
+        try:
+            return self.store.search.compact(resume)
+        finally:
+            self._compact_busy += time.monotonic() - started
+
+    def _compacted(self, step: Future[bool]) -> None:
+        try:
+            self._compacting = step.result()
+        except Exception as exc:  # upkeep must never take the daemon down; the next write meets any real fault
+            self._compacting = False
+            self.log.write(f"index upkeep stopped: {exc!r}")
+        if self._compacting:
+            self._arm_compact(COMPACT_PAUSE_SECONDS)
+            return
+        # the merge is over (or there was none to do): the writer's share of time spent on upkeep stays small
+        self._compact_after = time.monotonic() + COMPACT_SHARE * self._compact_busy
+        self._compact_busy = 0.0
 
     def _daily(self) -> None:
         if not self.store.readonly:
@@ -266,6 +323,7 @@ class Server:
             raise
         finally:
             self._announce()
+            self._arm_compact(COMPACT_IDLE_SECONDS)
 
     def _check_and_queue(self, who: Principal, verb: str, params: Any, limit: int,
                          listener: progress.Listener | None) -> Future[dict[str, Any]]:  # fmt: skip

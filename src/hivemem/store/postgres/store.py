@@ -170,6 +170,10 @@ class PostgresMemories(SQLiteMemories):
 class PostgresSearch(SQLiteSearch):
     __slots__ = ()
 
+    def compact(self, resume: bool) -> bool:
+        """Nothing to do: PostgreSQL keeps its own indexes (autovacuum)."""
+        return False
+
     def full_text(self, words: list[str], flt: Filter, limit: int) -> list[Hit]:
         return cast(list[Hit], search.hits(self.conn, words, flt, limit))  # type: ignore[arg-type]
 

@@ -21,7 +21,8 @@ COLUMNS = (
     "id, space, kind, title, content, tags, status, source, provenance, confidence, confidence_state, review_after, "
     "expires_at, revision, principal, label, updated_by, updated_label, session, created, updated, deleted"
 )
-INDEX = {name: i for i, name in enumerate(COLUMNS.split(", "))}  # a column's place in a row of COLUMNS
+NAMES = tuple(COLUMNS.split(", "))
+INDEX = {name: i for i, name in enumerate(NAMES)}  # a column's place in a row of COLUMNS
 EDITABLE = ("kind", "title", "content", "tags", "source", "provenance", "confidence", "confidence_state",
             "review_after", "expires_at")  # fmt: skip
 META = ("source", "provenance", "confidence", "confidence_state", "review_after", "expires_at")
@@ -71,7 +72,7 @@ def review_state(fields: dict[str, Any], at: str) -> str | None:
 
 def shape(row: Row, *, content: bool = True, deleted: bool = False) -> dict[str, Any]:
     """A memories row as the JSON Memory of SPEC 2.1; absent members omitted."""
-    c = dict(zip(COLUMNS.split(", "), row, strict=True))
+    c = dict(zip(NAMES, row, strict=True))
     out: dict[str, Any] = {"id": mid(c["id"]), "space": c["space"], "kind": c["kind"]}
     if c["title"]:
         out["title"] = c["title"]
@@ -84,9 +85,10 @@ def shape(row: Row, *, content: bool = True, deleted: bool = False) -> dict[str,
         out["provenance"] = json.loads(c["provenance"])
     out["confidence"] = c["confidence"]
     _optional(out, c, ("confidence_state", "review_after", "expires_at"))
-    review = review_state(c, now())
-    if review:
-        out["review"] = review
+    if c["expires_at"] or c["review_after"] or c["confidence_state"] == "needs_review":  # else never under review
+        review = review_state(c, now())
+        if review:
+            out["review"] = review
     out["revision"] = c["revision"]
     out["author"] = by(c["principal"], c["label"])
     out["updated_by"] = by(c["updated_by"], c["updated_label"])

@@ -17,6 +17,7 @@ Snippets and rows are fetched for the returned page only.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any, cast
 
@@ -53,12 +54,20 @@ def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LI
     expression = match_expression(words)
     spaces = _space_set(flt)
     alone = spaces is not None and _only_spaces(flt, spaces)  # the spaces are the whole filter
-    if (alone and _covers_store(conn, spaces or ())) or (spaces is None and _everything(flt)):
+    cached = None
+    if spaces is None:
+        if _everything(flt):
+            return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
+        covers = small = False
+    else:
+        cached = _cached(conn)
+        covers, small = _plan(conn, spaces, cached)
+    if alone and covers:
         return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
     where, args = condition(flt, "m")
-    if spaces is None or not _small(conn, spaces):
+    if spaces is None or not small:
         return _ids(conn, JOINED.format(rank=BM25, where=where), (expression, *args, limit))
-    counts = document_counts(conn, words)
+    counts = document_counts(conn, words, cached)
     rank = f"{RANK}(memory_fts, {', '.join('?' * len(counts))})"
     match = in_spaces(expression, spaces)
     if alone:
@@ -166,20 +175,46 @@ def _small(conn: apsw.Connection, spaces: tuple[str, ...]) -> bool:
     return int(held) <= bound
 
 
-_COUNTS: weakref.WeakKeyDictionary[apsw.Connection, tuple[int, dict[str, int]]] = weakref.WeakKeyDictionary()
+class _Cached:
+    """What a connection has learnt about the store at one version: per-term row counts and, per set of
+    spaces, whether it covers the store and whether it is small (_covers_store, _small)."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.counts: dict[str, int] = {}
+        self.plans: dict[tuple[str, ...], tuple[bool, bool]] = {}
 
 
-def document_counts(conn: apsw.Connection, words: list[str]) -> list[int]:
+_CACHED: weakref.WeakKeyDictionary[apsw.Connection, _Cached] = weakref.WeakKeyDictionary()
+
+
+def _cached(conn: apsw.Connection) -> _Cached:
+    """The connection's cache, started over when the store changed or the cache grew large.
+
+    Every committed change appends an audit event, so the events sequence, read inside the caller's snapshot,
+    tells whether what is cached still describes the store (tombstone removal writes none, and touches no
+    live row)."""
+    version = int(scalar(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'") or 0)
+    cached = _CACHED.get(conn)
+    if cached is None or cached.version != version or len(cached.counts) + len(cached.plans) >= COUNTS_MAX:
+        cached = _CACHED[conn] = _Cached(version)
+    return cached
+
+
+def _plan(conn: apsw.Connection, spaces: tuple[str, ...], cached: _Cached) -> tuple[bool, bool]:
+    """(_covers_store, _small) of the spaces, cached like the term counts (two to four statements saved)."""
+    plan = cached.plans.get(spaces)
+    if plan is None:
+        plan = cached.plans[spaces] = (_covers_store(conn, spaces), _small(conn, spaces))
+    return plan
+
+
+def document_counts(conn: apsw.Connection, words: list[str], cached: _Cached | None = None) -> list[int]:
     """How many indexed rows match each term in the whole index (bm25's document frequency).
 
-    Counting reads a term's whole doclist, so counts are kept per connection until the store changes: every
-    committed change appends an audit event, so the events sequence, read inside the caller's snapshot,
-    tells whether the cached counts still describe it (tombstone removal writes none, and touches no indexed
-    row). (fts5vocab counts a one-token term only 0-40% faster than this MATCH, measured.)"""
-    version = int(scalar(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'") or 0)
-    cached = _COUNTS.get(conn)
-    counts = cached[1] if cached is not None and cached[0] == version and len(cached[1]) < COUNTS_MAX else {}
-    _COUNTS[conn] = (version, counts)
+    Counting reads a term's whole doclist, so counts are kept per connection until the store changes
+    (`_cached`). (fts5vocab counts a one-token term only 0-40% faster than this MATCH, measured.)"""
+    counts = (cached or _cached(conn)).counts
     for word in words:
         if word not in counts:
             sql = "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?"
@@ -205,9 +240,7 @@ def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str
     out: dict[int, str] = {}
     long: list[tuple[int, str, str, str]] = []
     for memory, (title, content, tags) in texts.items():
-        found = tokenize(content.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
-        size = len(cast(list[Any], found))  # APSW returns a list
-        if size <= WINDOW:
+        if token_count(content, tokenize) <= WINDOW:
             out[memory] = content
         else:
             long.append((memory, title, content, tags))
@@ -220,6 +253,19 @@ def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str
         finally:
             side.execute("ROLLBACK")
     return out
+
+
+# For ASCII text FTS5's unicode61 tokens are exactly the runs of ASCII letters and digits (porter changes a
+# token, never the count): letters and digits kept, every other byte a space, then split.
+_ASCII_RUNS = bytes(c if chr(c).isalnum() and c < 128 else 32 for c in range(256))
+
+
+def token_count(content: str, tokenize: Callable[..., Any]) -> int:
+    """How many tokens the index's tokenizer makes of `content`; ASCII text is counted without calling it."""
+    if content.isascii():
+        return len(content.encode("ascii").translate(_ASCII_RUNS).split())
+    found = tokenize(content.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
+    return len(cast(list[Any], found))  # APSW returns a list
 
 
 def _side(conn: apsw.Connection) -> apsw.Connection:

@@ -44,6 +44,7 @@ from hivemem.store.sqlite import (
     audit,
     clients,
     erasure,
+    fts_index,
     governance,
     hygiene,
     listing,
@@ -363,6 +364,11 @@ class SQLiteSearch(_Repository):
         """One read transaction around several calls (nothing new when one is open)."""
         with snapshot(self.conn):
             yield
+
+    def compact(self, resume: bool) -> bool:
+        """One bounded step of keeping the full-text index in few segments (the writer, when idle); True while
+        work remains."""
+        return fts_index.merge_step(self.conn, resume)
 
 
 class SQLiteVectors(_Repository):
