@@ -15,8 +15,12 @@ from hivemem.manifest import VERBS
 GROUPS = ("memory", "space", "store", "session", "client", "events", "config")
 
 
+def listed_lines(text: str) -> list[str]:
+    return text.split("commands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+
+
 def listed_commands(text: str) -> list[str]:
-    return [line.split()[0] for line in text.split("commands:\n", 1)[1].split("\n\n", 1)[0].splitlines()]
+    return [line.split()[0] for line in listed_lines(text)]
 
 
 @pytest.mark.parametrize("group", GROUPS[:-2])
@@ -36,6 +40,18 @@ def test_config_lists_get_set_and_reload(home: Home) -> None:
     assert listed_commands(home.cli("config", "--help").out) == ["get", "set", "reload"]
     assert listed_commands(home.cli("config").out) == ["get", "set", "reload"]
     fails(home, "config", "nope", code="invalid_params.usage", exit_code=2)
+
+
+def test_every_top_level_command_answers_help_without_doing_its_work(home: Home) -> None:
+    top = dict.fromkeys(line.split()[0] for line in listed_lines(home.cli("--help").out))
+    assert {"serve", "stop", "ping", "doctor", "mcp", "hook", "ui", "import", "hygiene", "memory"} <= set(top)
+    for command in top:
+        for flag in ("--help", "-h"):
+            result = home.cli(command, flag, stdin="", timeout=20)  # stdin closed: a command that reads it ends
+            assert (result.code, result.err) == (0, ""), (command, flag, result)
+            assert result.out.startswith(f"usage: hivemem {command}"), (command, flag, result.out[:300])
+        assert home.daemon_pid() is None, command
+    assert not os.path.exists(home.paths.store) and not os.path.exists(home.paths.logs)
 
 
 def help_of(home: Home, *command: str) -> str:
