@@ -235,6 +235,18 @@ def wait_for(condition: Any, timeout: float = 10.0, interval: float = 0.01) -> b
     return bool(condition())
 
 
+# What a citation of a SPEC section looks like in user-facing text (the SPEC is not shipped): "section 11", "§ 5"
+# or a section number such as 9.1 or 11.3. A number that is part of a longer dotted one (0.1.0, 127.0.0.1), has a
+# second digit after the dot (0.005, 3.12), starts with 0 (0.7) or ends in .0 (1.0) is a version or a decimal;
+# any other decimal (2.5) reads as a section number, so user-facing text writes it another way (2500 ms).
+SPEC_CITATION = re.compile(r"(?:\bsections?|§)\s*\d|(?<![\w.])[1-9]\d?\.[1-9](?!\.?\d)", re.IGNORECASE)
+
+
+def spec_citations(text: str) -> list[str]:
+    """Every mention of the SPEC or of one of its sections in `text`."""
+    return re.findall("SPEC", text) + [m.group() for m in SPEC_CITATION.finditer(text)]
+
+
 @contextlib.contextmanager
 def isolated_home(backend: str = "sqlite") -> Iterator[Home]:
     """A fresh hivemem home that the test process's environment points at; its daemon is stopped after. With

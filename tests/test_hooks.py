@@ -119,6 +119,57 @@ def test_prompt_submit_searches_with_the_prompt(home: Home, stocked: str) -> Non
     assert [r["space"] for r in records] == ["project/my-repo", "user", "team/core"]
 
 
+def harness_input(harness: str, event: str, cwd: str, **members: str) -> bytes:
+    """The members each harness sends for `event` (Codex's from its hook input schemas), as UTF-8 JSON: the
+    harnesses write letters of every script as they are, not as \\u escapes."""
+    doc: dict[str, Any] = {"session_id": "0199-hook", "transcript_path": os.path.join(cwd, "t.jsonl"), "cwd": cwd,
+                           "hook_event_name": EVENT[event], "permission_mode": "default"}  # fmt: skip
+    if harness == "codex":
+        doc.update(model="gpt-5-codex", **({"turn_id": "turn-1"} if event == "prompt-submit" else {}))
+    doc.update(members)
+    return json.dumps(doc, ensure_ascii=False).encode()
+
+
+# (title, content, a prompt that shares two nearby terms with it, a prompt that shares one term only)
+SCRIPTS = {
+    "chinese": ("服务器部署", "我们的项目使用北京的服务器部署", "我们的服务器在北京吗", "北京天气怎么样"),
+    "cyrillic": ("Сервер сборки", "Сервер сборки работает в Москве на порту 9090",
+                 "На каком порту работает сервер сборки?", "Какая погода в Москве?"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_prompt_submit_recalls_text_of_other_scripts_readably(home: Home, repo: str, script: str, harness: str) -> None:
+    for title, content, *_ in SCRIPTS.values():
+        home.ok("memory", "add", "--space", "project/my-repo", "--title", title, "--content", content)
+    home.ok("memory", "add", "--space", "project/my-repo", "--content", "deploy through make release")
+    title, content, prompt, one_term = SCRIPTS[script]
+    data = harness_input(harness, "prompt-submit", repo, prompt=prompt)
+    text = payload(hook(home, "prompt-submit", data, "--harness", harness), "prompt-submit")
+    records, _ = parse(text)
+    assert [(r["title"], r["content"]) for r in records] == [(title, content)]
+    assert f'"title":"{title}"' in text and f'"content":"{content}"' in text, text
+    assert "\\u" not in text, "no letter is escaped"
+    # Recall's rule on words holds for these scripts too: one shared term of a longer prompt recalls nothing.
+    alone = hook(home, "prompt-submit", harness_input(harness, "prompt-submit", repo, prompt=one_term))
+    assert (alone.code, alone.out, alone.err) == (0, "", "")
+    assert log_lines(home) == []
+
+
+def test_a_codex_fork_recalls_what_a_session_start_recalls(home: Home, stocked: str) -> None:
+    texts = {}
+    for source in ("startup", "fork"):
+        data = harness_input("codex", "session-start", stocked, source=source)
+        texts[source] = payload(hook(home, "session-start", data, "--harness", "codex"), "session-start")
+    assert mask(texts["fork"]) == mask(texts["startup"])
+    assert [(r["space"], r["content"]) for r in parse(texts["fork"])[0]] == [
+        ("project/my-repo", "deploy through make release"),
+        ("user", "prefers to deploy with small steps"),
+        ("team/core", "deploy only on weekdays"),
+    ]
+
+
 def test_without_cwd_the_process_directory_names_the_project(home: Home, stocked: str) -> None:
     text = payload(hook(home, "prompt-submit", {"prompt": "deploy"}, cwd=stocked), "prompt-submit")
     assert parse(text)[0][0]["space"] == "project/my-repo"

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import shutil
+import subprocess
+import sys
+import time
 import unicodedata
 from collections.abc import Callable
 
@@ -75,6 +79,41 @@ def test_v1_fixture_migrates_to_v2_and_serves(home: Home) -> None:
     with open(os.path.join(home.paths.logs, "daemon.log"), encoding="utf-8") as f:
         log = f.read()
     assert "from schema 1 to 2" in log and "search index: 3 of 3 memories" in log
+
+
+def readiness_lines(fd: int, timeout: float = 30) -> list[str]:
+    """What a daemon writes on its readiness pipe until it closes it (after `ready` or its error)."""
+    deadline, data = time.monotonic() + timeout, b""
+    while select.select([fd], [], [], max(deadline - time.monotonic(), 0))[0]:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return data.decode().splitlines()
+        data += chunk
+    raise AssertionError(f"the daemon did not close its readiness pipe in {timeout} s: {data!r}")
+
+
+def test_the_client_that_starts_the_daemon_is_told_the_migration_progress(home: Home) -> None:
+    """docs/schema.md: progress lines go to logs/daemon.log and, before `ready`, to the client that started the
+    daemon (on the readiness pipe every starting client hands it, as `hivemem` itself starts one)."""
+    store = install(home, os.path.join(FIXTURES, "store-v1.db"))
+    read_end, write_end = os.pipe()
+    try:
+        subprocess.run([sys.executable, "-m", "hivemem", "serve", "--on-demand", "--ready-fd", str(write_end)],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+                       env=home.env, pass_fds=(write_end,), timeout=30, check=True)  # fmt: skip
+    finally:
+        os.close(write_end)
+    try:
+        lines = readiness_lines(read_end)
+    finally:
+        os.close(read_end)
+    assert lines[-1] == "ready" and all(line.startswith("progress ") for line in lines[:-1]), lines
+    told = [line.removeprefix("progress ") for line in lines[:-1]]
+    backups = os.path.join(home.paths.data_dir, "backups")
+    assert told == [f"migrating {store} from schema 1 to 2 (backup in {backups})",
+                    "search index: 3 of 3 memories", f"migrated {store} to schema 2"]  # fmt: skip
+    assert all(line in home.daemon_log() for line in told)
+    assert home.ok("store", "status")["schema_version"] == 2  # the daemon so started serves
 
 
 def test_purge_after_a_migration_erases_the_memory_from_the_version_1_backup(home: Home) -> None:

@@ -76,10 +76,20 @@ def stop_daemon(verb: Verb, args: list[str]) -> int:
     return run_verb(verb, args)
 
 
+def _json_only(command: str, args: list[str]) -> bool:
+    """Parse a command whose one flag is --json; --help prints its usage and exits 0 before it does anything."""
+    parser = Parser(prog=f"hivemem {command}", description=TOP[command])
+    parser.add_argument("--json", action="store_true", help="print the result object as JSON")
+    return bool(parser.parse_args(args).json)
+
+
 def _ping(args: list[str]) -> int:
     from hivemem.client import DaemonClient
 
-    json_mode = "--json" in args
+    try:
+        json_mode = _json_only("ping", args)
+    except HivememError as exc:
+        return output.error(exc, "--json" in args)
     client = DaemonClient(start=False, token="", name="ping")
     try:
         hello = client.connect().hello
@@ -94,10 +104,14 @@ def _ping(args: list[str]) -> int:
 
 
 def _doctor(args: list[str]) -> int:
+    try:
+        json_mode = _json_only("doctor", args)
+    except HivememError as exc:
+        return output.error(exc, "--json" in args)
     from hivemem.doctor import run
 
     report = run(progress=output.progress)
-    output.result("doctor", report, "--json" in args)
+    output.result("doctor", report, json_mode)
     return int(report["status"])
 
 
