@@ -27,6 +27,14 @@ def size(ci: int, soak: int) -> int:
     return soak if SOAK else ci
 
 
+def chosen_seed(default: int) -> int:
+    """A randomized test's seed: HIVEMEM_FAULT_SEED when set (to replay a failure), else the test's own. Printed
+    (pytest shows it with a failure), and every assertion message of the test names it too."""
+    value = int(os.environ.get("HIVEMEM_FAULT_SEED") or default)
+    sys.stdout.write(f"\nseed={value} (HIVEMEM_FAULT_SEED={value} replays it)\n")
+    return value
+
+
 def figure(name: str, **numbers: Any) -> None:
     """One line of figures, printed in the run's summary (and at once with -s); docs/reliability.md quotes them."""
     line = f"{name}: {json.dumps(numbers, sort_keys=True)}"

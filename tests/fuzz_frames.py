@@ -12,7 +12,10 @@ import json
 import re
 import sys
 
-import atheris
+try:
+    import atheris
+except ImportError:
+    sys.exit("tests/fuzz_frames.py needs atheris: pip install -e '.[fuzz]'")
 
 with atheris.instrument_imports():
     from hivemem.errors import HivememError

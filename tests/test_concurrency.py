@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
 import subprocess
@@ -15,7 +16,7 @@ import apsw
 import pytest
 
 from conftest import Home
-from faults import figure, size
+from faults import chosen_seed, figure, size
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 
@@ -150,15 +151,16 @@ def test_reads_continue_while_an_external_writer_holds_the_store(home: Home) -> 
 
 # Jepsen-style workloads: CAS read-modify-write and list-append on a few memories, checked from the client-side
 # history: every acknowledged append is in the final list exactly once, nothing unacknowledged is, the revisions a
-# memory went through form one chain (each success read the revision just before the one it made), and every read
-# is a prefix of the final list.
+# memory went through form one chain (each success read the revision just before the one it made), every read is a
+# prefix of the final list, and the revision order agrees with real time (linearizability of each memory).
 
 
 @dataclass
 class History:
-    ok: list[tuple[str, int, int, str]] = field(default_factory=list)  # memory, read revision, new revision, element
+    # memory, read revision, new revision, element, invoked, acknowledged (time.monotonic() of the update)
+    ok: list[tuple[str, int, int, str, float, float]] = field(default_factory=list)
     conflicts: int = 0
-    reads: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    reads: list[tuple[str, int, list[str], float, float]] = field(default_factory=list)  # memory, revision, items, ...
     other: list[str] = field(default_factory=list)
 
 
@@ -167,10 +169,12 @@ def cas_client(client: DaemonClient, n: int, ops: int, keys: list[str], seed: in
     try:
         for op in range(ops):
             memory = rng.choice(keys)
+            invoked = time.monotonic()
             got = client.call("memory.get", id=memory)
             items = got["content"].split()[1:]
-            history.reads.append((memory, got["revision"], items))
+            history.reads.append((memory, got["revision"], items, invoked, time.monotonic()))
             element = f"c{n}o{op}"
+            invoked = time.monotonic()
             try:
                 head = got["content"].split()[0]
                 done = client.call("memory.update", id=memory, revision=got["revision"],
@@ -181,29 +185,61 @@ def cas_client(client: DaemonClient, n: int, ops: int, keys: list[str], seed: in
                 else:
                     history.other.append(f"{exc.code}: {exc}")
                 continue
-            history.ok.append((memory, got["revision"], done["revision"], element))
+            history.ok.append((memory, got["revision"], done["revision"], element, invoked, time.monotonic()))
     finally:
         client.close()
 
 
-def check_history(final: dict[str, tuple[int, list[str]]], histories: list[History]) -> dict[str, int]:
-    """Lost updates, duplicates, broken chains and non-prefix reads: all must be zero."""
+def real_time_order(writes: list[tuple[int, float, float]], reads: list[tuple[int, float, float]]) -> list[str]:
+    """One memory's operations as (revision made or seen, invoked, acknowledged). An operation invoked after another
+    was acknowledged comes after it: a write makes a higher revision than any operation acknowledged before it was
+    invoked, a read sees at least that revision, and no read sees a revision whose write began after the read ended."""
+    done = sorted((acked, revision) for revision, _, acked in writes + reads)
+    times, floor, highest = [t for t, _ in done], [], 1
+    for _, revision in done:
+        highest = max(highest, revision)
+        floor.append(highest)
+
+    def before(t: float) -> int:  # the highest revision made or seen by an operation acknowledged before t
+        i = bisect.bisect_left(times, t)
+        return floor[i - 1] if i else 1
+
+    made = {revision: invoked for revision, invoked, _ in writes}
+    problems = [f"the write of revision {r} began after revision {before(i)} was acknowledged"
+                for r, i, _ in writes if r <= before(i)]  # fmt: skip
+    problems += [f"a read saw revision {r} after revision {before(i)} was acknowledged"
+                 for r, i, _ in reads if r < before(i)]  # fmt: skip
+    problems += [f"a read saw revision {r}, whose write began after the read ended"
+                 for r, _, a in reads if made.get(r, a) > a]  # fmt: skip
+    return problems
+
+
+def check_history(final: dict[str, tuple[int, list[str]]], histories: list[History], where: str) -> dict[str, int]:
+    """Lost updates, duplicates, broken chains, non-prefix reads and real-time order: all must be zero."""
     ok = [entry for h in histories for entry in h.ok]
-    problems: list[str] = [o for h in histories for o in h.other]
+    reads = [entry for h in histories for entry in h.reads]
+    problems: list[str] = [f"{where}: {o}" for h in histories for o in h.other]
     for memory, (revision, items) in final.items():
-        mine = sorted((new, read, element) for m, read, new, element in ok if m == memory)
-        assert [new for new, _, _ in mine] == list(range(2, revision + 1)), f"{memory}: revisions {mine[:5]}…"
-        assert all(read == new - 1 for new, read, _ in mine), f"{memory}: a write that did not read its predecessor"
-        assert items == [element for _, _, element in mine], f"{memory}: final list differs from the acked appends"
-        assert len(set(items)) == len(items), f"{memory}: duplicated elements"
-        for m, seen_revision, seen in (r for h in histories for r in h.reads):
-            if m == memory and seen != items[: len(seen)]:
-                problems.append(f"{memory}: a read at revision {seen_revision} is not a prefix of the final list")
+        mine = sorted((new, read, element) for m, read, new, element, _, _ in ok if m == memory)
+        assert [new for new, _, _ in mine] == list(range(2, revision + 1)), f"{where} {memory}: revisions {mine[:5]}…"
+        assert all(read == new - 1 for new, read, _ in mine), (
+            f"{where} {memory}: a write that did not read its predecessor"
+        )
+        assert items == [element for _, _, element in mine], (
+            f"{where} {memory}: final list differs from the acked appends"
+        )
+        assert len(set(items)) == len(items), f"{where} {memory}: duplicated elements"
+        seen = [(r, invoked, acked, got) for m, r, got, invoked, acked in reads if m == memory]
+        problems += [f"{where} {memory}: a read at revision {r} is not a prefix of the final list"
+                     for r, _, _, got in seen if got != items[: len(got)]]  # fmt: skip
+        writes = [(new, invoked, acked) for m, _, new, _, invoked, acked in ok if m == memory]
+        order = real_time_order(writes, [(r, invoked, acked) for r, invoked, acked, _ in seen])
+        problems += [f"{where} {memory}: {p}" for p in order]
     assert problems == [], problems[:10]
     return {
         "acknowledged": len(ok),
         "conflicts": sum(h.conflicts for h in histories),
-        "reads": sum(len(h.reads) for h in histories),
+        "reads": len(reads),
     }
 
 
@@ -219,9 +255,11 @@ def test_cas_and_list_append_lose_nothing(home: Home) -> None:
     clients = [home.client() for _ in range(clients_n)]
     for c in clients:
         c.connect()
+    seed = chosen_seed(15)
     started = time.monotonic()
     threads = [
-        threading.Thread(target=cas_client, args=(clients[n], n, ops, keys, 15, histories[n])) for n in range(clients_n)
+        threading.Thread(target=cas_client, args=(clients[n], n, ops, keys, seed, histories[n]))
+        for n in range(clients_n)
     ]
     for t in threads:
         t.start()
@@ -236,10 +274,10 @@ def test_cas_and_list_append_lose_nothing(home: Home) -> None:
             final[memory] = (got["revision"], got["content"].split()[1:])
     finally:
         reader.close()
-    figures = check_history(final, histories)
+    figures = check_history(final, histories, f"seed={seed}")
     figure("CAS list-append socket", clients=clients_n, attempts=clients_n * ops, seconds=round(seconds, 1),
-           lost=0, duplicated=0, store_busy=0, **figures)  # fmt: skip
-    assert figures["acknowledged"] + figures["conflicts"] == clients_n * ops
+           lost=0, duplicated=0, store_busy=0, seed=seed, **figures)  # fmt: skip
+    assert figures["acknowledged"] + figures["conflicts"] == clients_n * ops, f"seed={seed}: {figures}"
 
 
 @pytest.mark.fault
@@ -249,22 +287,25 @@ def test_cas_list_append_through_mcp(home: Home) -> None:
 
     from conftest import mcp_session
 
-    sessions, ops = size(4, 8), size(25, 250)
+    sessions, ops = size(16, 16), size(250, 250)
     home.ok("whoami")
     keys = [home.ok("memory", "add", "--space", "cas", "--content", f"list{k}")["id"] for k in range(2)]
     histories = [History() for _ in range(sessions)]
+    seed = chosen_seed(16)
 
     async def worker(n: int) -> None:
-        rng = random.Random(n)
+        rng = random.Random(seed * 1000 + n)
         history = histories[n]
         async with mcp_session(home) as s:
             for op in range(ops):
                 memory = rng.choice(keys)
+                invoked = time.monotonic()
                 got = (await s.call_tool("memory_get", {"id": memory})).structured_content
                 words = got["content"].split()
-                history.reads.append((memory, got["revision"], words[1:]))
+                history.reads.append((memory, got["revision"], words[1:], invoked, time.monotonic()))
                 element = f"c{n}o{op}"
                 args = {"id": memory, "revision": got["revision"], "content": " ".join([*words, element])}
+                invoked = time.monotonic()
                 result = await s.call_tool("memory_update", args)
                 if result.is_error:
                     code = result.structured_content["code"]
@@ -273,7 +314,8 @@ def test_cas_list_append_through_mcp(home: Home) -> None:
                     else:
                         history.other.append(code)
                     continue
-                history.ok.append((memory, got["revision"], result.structured_content["revision"], element))
+                made = result.structured_content["revision"]
+                history.ok.append((memory, got["revision"], made, element, invoked, time.monotonic()))
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
@@ -285,6 +327,8 @@ def test_cas_list_append_through_mcp(home: Home) -> None:
     for memory in keys:
         got = home.ok("memory", "get", "--id", memory)
         final[memory] = (got["revision"], got["content"].split()[1:])
-    figures = check_history(final, histories)
-    figure("CAS list-append MCP", sessions=sessions, attempts=sessions * ops, lost=0, duplicated=0, **figures)
-    assert figures["acknowledged"] + figures["conflicts"] == sessions * ops
+    figures = check_history(final, histories, f"seed={seed}")
+    figure(
+        "CAS list-append MCP", sessions=sessions, attempts=sessions * ops, lost=0, duplicated=0, seed=seed, **figures
+    )
+    assert figures["acknowledged"] + figures["conflicts"] == sessions * ops, f"seed={seed}: {figures}"

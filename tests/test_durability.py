@@ -3,20 +3,27 @@ load; purge leaves no bytes behind."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import random
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 
 import apsw
 import pytest
 
 from conftest import Home, wait_for
-from faults import check_copy, copy_of, figure, size
+from faults import check_copy, chosen_seed, copy_of, figure, size
+from test_wire import Raw, owner_key
 
 WRITERS = 4
 
@@ -94,19 +101,22 @@ def stop_writers(writers: list[subprocess.Popen[bytes]], stop: str) -> list[str]
     return stderr
 
 
-def check_acknowledged(home: Home, acks: list[dict[str, str]]) -> None:
+def check_acknowledged(home: Home, acks: list[dict[str, str]], where: str) -> None:
     """Every acknowledged add readable with its text; then, stopped, the store passes every check."""
     client = home.client()
     try:
         for ack in acks:
-            assert client.call("memory.get", id=ack["id"])["content"] == ack["content"], ack
+            got = client.call("memory.get", id=ack["id"])["content"]
+            assert got == ack["content"], f"{where}: acknowledged {ack}, stored {got!r}"
         stored = client.call("store.status")["memories"]
     finally:
         client.close()
-    assert len({a["id"] for a in acks}) == len(acks) <= stored
+    reused = sorted(i for i, n in Counter(a["id"] for a in acks).items() if n > 1)
+    assert reused == [] and len(acks) <= stored, f"{where}: ids acknowledged twice (a lost add's id reused) {reused}"
     home.stop_daemon()
     with copy_of(home.paths.store) as copy:
-        assert check_copy(copy) == []  # integrity_check, FTS index, event chain, row+version+event together
+        problems = check_copy(copy)  # integrity_check, FTS index, event chain, row+version+event together
+    assert problems == [], f"{where}: {problems[:20]}"
 
 
 @pytest.mark.fault
@@ -116,55 +126,115 @@ def test_acknowledged_adds_survive_kill_9(home: Home) -> None:
     work = os.path.join(home.base, "acks")
     os.mkdir(work)
     rounds = size(100, 1000)
+    seed = chosen_seed(20261203)
+    rng = random.Random(seed)  # how many acknowledged adds between two kills: 1 to 9
     writers, ack_files, stop = start_writers(home, work, WRITERS, cli=1)
     killed = []
+    where = f"seed={seed}"
     try:
         for round_ in range(1, rounds + 1):
-            need = len(read_acks(ack_files)) + 5
-            assert wait_for(lambda n=need: len(read_acks(ack_files)) >= n, 60), f"no progress in round {round_}"
+            where = f"seed={seed} kill {round_}/{rounds}"
+            need = len(read_acks(ack_files)) + rng.randint(1, 9)
+            assert wait_for(lambda n=need: len(read_acks(ack_files)) >= n, 60), f"{where}: no progress"
             pid = home.daemon_pid()
-            assert pid is not None
+            assert pid is not None, where
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
-            assert wait_for(lambda p=pid: home.daemon_pid() not in (None, p), 30), f"no daemon after round {round_}"
-        assert wait_for(lambda: len(read_acks(ack_files)) >= 5 * rounds + 20, 60)
+            assert wait_for(lambda p=pid: home.daemon_pid() not in (None, p), 30), f"{where}: no daemon after it"
+        assert wait_for(lambda: len(read_acks(ack_files)) >= 5 * rounds + 20, 60), f"{where}: no progress after"
     finally:
         stderr = stop_writers(writers, stop)
-    assert sum(int(e.rsplit("errors=", 1)[1]) for e in stderr) >= 1, "no writer saw the kill"
+    assert sum(int(e.rsplit("errors=", 1)[1]) for e in stderr) >= 1, f"seed={seed}: no writer saw the kill"
     acks = read_acks(ack_files)
-    assert len(read_acks(ack_files[WRITERS:])) >= 1, "the CLI writer got nothing acknowledged"
-    figure("kill -9 loop", kills=len(killed), acknowledged=len(acks), lost=0)
-    check_acknowledged(home, acks)
+    assert len(read_acks(ack_files[WRITERS:])) >= 1, f"seed={seed}: the CLI writer got nothing acknowledged"
+    figure("kill -9 loop", kills=len(killed), acknowledged=len(acks), lost=0, seed=seed)
+    check_acknowledged(home, acks, f"seed={seed} after {len(killed)} kills")
+
+
+DRAIN_SECONDS = 2.0  # SPEC 6.1: on SIGTERM in-flight requests finish within 2 s
+# After the drain the daemon checkpoints the WAL, joins its threads and exits. Measured on a 2-core VM under the
+# writers' load (soak tier, 50 stops): the in-flight adds answered at most 0.11 s after SIGTERM, the daemon gone at
+# most 0.51 s after it. 0.5 s of margin for the exit keeps a loaded CI machine within the bound.
+EXIT_MARGIN = 0.5
+PROBES = 6  # connections whose adds are in flight when SIGTERM arrives
+
+
+def unread(sock: socket.socket) -> int:
+    """Bytes this end sent that the peer has not read yet (SIOCOUTQ of a unix socket)."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0])
+
+
+def sigterm_with_adds_in_flight(home: Home, where: str, texts: list[str]) -> tuple[float, float, list[str]]:
+    """Adds are read by the daemon but held (another connection holds the write lock), then SIGTERM: each is answered
+    ok. Returns seconds from the signal to the last reply and to the daemon's exit, and the ids added."""
+    home.ok("whoami")  # a daemon is up (the writers may have started it already)
+    pid = home.daemon_pid()
+    assert pid is not None, where
+    probes = [Raw(home.paths.socket) for _ in texts]
+    blocker = apsw.Connection(home.paths.store)
+    blocker.set_busy_timeout(10000)  # the writers commit all the time: wait for a turn
+    try:
+        for probe in probes:
+            probe.hello(owner_key(home))
+        blocker.execute("BEGIN IMMEDIATE")  # the daemon's writes now wait in its busy handler
+        for n, (probe, text) in enumerate(zip(probes, texts, strict=True)):
+            probe.send({"id": f"probe-{n}", "verb": "memory.add", "params": {"space": "load", "content": text}})
+        read = wait_for(lambda: all(unread(p.sock) == 0 for p in probes), 10)
+        assert read, f"{where}: the daemon did not read the probes' requests"
+        started = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        blocker.execute("ROLLBACK")
+        replies = []
+        for n, probe in enumerate(probes):
+            try:
+                replies.append(probe.reply())
+            except (ConnectionError, OSError) as exc:
+                raise AssertionError(f"{where}: probe {n}, in flight at SIGTERM, got no reply: {exc!r}") from exc
+        answered = time.monotonic() - started
+        assert wait_for(lambda: not alive(pid), DRAIN_SECONDS + 10), f"{where}: the daemon did not stop"
+        gone = time.monotonic() - started
+    finally:
+        if not blocker.getautocommit():
+            blocker.execute("ROLLBACK")
+        blocker.close()
+        for probe in probes:
+            probe.close()
+    assert [r.get("id") for r in replies] == [f"probe-{n}" for n in range(len(texts))], f"{where}: {replies}"
+    assert all("ok" in r for r in replies), f"{where}: in-flight adds not answered ok: {replies}"
+    assert answered < DRAIN_SECONDS, f"{where}: the in-flight adds were answered {answered:.2f} s after SIGTERM"
+    assert gone < DRAIN_SECONDS + EXIT_MARGIN, f"{where}: the daemon took {gone:.2f} s to exit after SIGTERM"
+    return answered, gone, [r["ok"]["id"] for r in replies]
 
 
 @pytest.mark.fault
 def test_sigterm_during_writes_finishes_in_time(home: Home) -> None:
-    """SIGTERM under write load: the daemon drains and is gone within the SPEC's 2 s deadline (plus start-up
-    slack for the check), logs a clean stop, and every acknowledged add is kept."""
+    """SIGTERM under write load with adds in flight: each in-flight add is answered ok and committed, the daemon
+    is gone within the SPEC's 2 s deadline (plus the margin of a process exit), logs a clean stop, and every
+    acknowledged add is kept."""
     home.ok("whoami")
     work = os.path.join(home.base, "acks")
     os.mkdir(work)
     rounds = size(5, 50)
     writers, ack_files, stop = start_writers(home, work, WRITERS)
-    slowest = 0.0
+    slowest = (0.0, 0.0)
+    probed: list[dict[str, str]] = []
     try:
         for round_ in range(1, rounds + 1):
+            where = f"round {round_}/{rounds}"
             need = len(read_acks(ack_files)) + 10
-            assert wait_for(lambda n=need: len(read_acks(ack_files)) >= n, 60), f"no progress in round {round_}"
-            pid = home.daemon_pid()
-            assert pid is not None
-            started = time.monotonic()
-            os.kill(pid, signal.SIGTERM)
-            assert wait_for(lambda p=pid: not alive(p), 10)
-            slowest = max(slowest, time.monotonic() - started)
-            assert slowest < 4.0, f"round {round_}: the daemon took {slowest:.2f} s to stop"
+            assert wait_for(lambda n=need: len(read_acks(ack_files)) >= n, 60), f"{where}: no progress"
+            texts = [f"probe {round_} {n} in flight at SIGTERM" for n in range(PROBES)]
+            answered, gone, ids = sigterm_with_adds_in_flight(home, where, texts)
+            slowest = (max(slowest[0], answered), max(slowest[1], gone))
+            probed += [{"id": i, "content": t} for i, t in zip(ids, texts, strict=True)]
     finally:
         stderr = stop_writers(writers, stop)
     log = home.daemon_log()
     assert log.count("stopping: signal SIGTERM") == rounds and log.count("stopped") >= rounds, stderr
     acks = read_acks(ack_files)
-    figure("SIGTERM under load", stops=rounds, slowest_s=round(slowest, 3), acknowledged=len(acks), lost=0)
-    check_acknowledged(home, acks)
+    figure("SIGTERM under load", stops=rounds, in_flight_answered=len(probed), slowest_answer_s=round(slowest[0], 3),
+           slowest_exit_s=round(slowest[1], 3), acknowledged=len(acks) + len(probed), lost=0)  # fmt: skip
+    check_acknowledged(home, acks + probed, "SIGTERM under load")
 
 
 def alive(pid: int) -> bool:

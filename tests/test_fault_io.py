@@ -8,6 +8,7 @@ daemon keeps serving, and in the end nothing acknowledged is lost and no memory 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -102,24 +103,32 @@ def every_point(
                     tally.problems.append(f"{case}: {result.code} {result}")
                 if not fired:
                     tally.problems.append(f"{case}: an error with no fault fired: {result.code}")
-            check(params, text, result)
-            c.call("whoami")  # the daemon keeps serving
+            try:
+                check(params, text, result)
+                c.call("whoami")  # the daemon keeps serving
+            except (AssertionError, HivememError, OSError) as exc:
+                raise AssertionError(f"{case}: {type(exc).__name__}: {exc}") from exc
 
 
 def settle(home: Home, proc: subprocess.Popen[str], tally: Tally, name: str, purged: set[str] | None = None) -> None:
     """Stop the daemon; nothing acknowledged is lost, nothing purged is back, nothing is half there."""
     proc.terminate()
     code, err = finish(proc)
-    assert code == 0, err[-2000:]
+    assert code == 0, f"{name}, after {tally.cases} cases: exit {code}: {err[-2000:]}"
     with copy_of(home.paths.store) as copy:
-        assert check_copy(copy) == []
+        problems = check_copy(copy)
         stored = contents(copy)
+    # Each case writes a text naming it (verb, I/O call kind, N, error): a finding's memory names its case.
+    named = {m: stored[m][:80] for m in sorted(set(re.findall(r"\bm[0-9]+\b", " ".join(problems)))) if m in stored}
+    assert problems == [], f"{name}: {problems[:20]}; the memories named were written by the cases {named}"
     lost = [(m, text, stored.get(m)) for m, text in tally.acked.items() if stored.get(m) != text]
     back = [m for m in purged or () if m in stored]
     figure(f"io-errors {name}", cases=tally.cases, errors=tally.errors, acknowledged=len(tally.acked),
            lost=len(lost), purged=len(purged or ()))  # fmt: skip
     assert tally.problems == [], tally.problems[:20]
-    assert (lost, back) == ([], [])
+    assert (lost, back) == ([], []), (
+        f"{name}: lost (id, acknowledged text naming its case, stored) {lost[:20]}, back {back[:20]}"
+    )
 
 
 def test_io_errors_at_every_point_of_add(home: Home, served: tuple[subprocess.Popen[str], DaemonClient]) -> None:
@@ -251,8 +260,8 @@ def test_io_errors_at_every_point_of_a_migration(home: Home) -> None:
                     assert '"start_error"' in err, f"{case}: exit {code}: {err[-2000:]}"
                 with copy_of(store) as copy:
                     version, problems, memories = old_or_new(copy)
-                    assert problems == [], case
-                    assert memories == migrated, case  # old or new schema, the same memories
+                    assert problems == [], f"{case}: {problems[:20]}"
+                    assert memories == migrated, f"{case}: other memories"  # old or new schema, the same memories
                     outcomes[f"schema v{version}"] = outcomes.get(f"schema v{version}", 0) + 1
     figure("io-errors migration", cases=cases, io_points=counts, **outcomes)
     assert outcomes["failed.store_migration"] > 0
