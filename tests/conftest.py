@@ -352,3 +352,28 @@ def clients(home: Home, owner: DaemonClient) -> Iterator[Clients]:
         yield made
     finally:
         made.close()
+
+
+def on_a_terminal(home: Home, *args: str) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal (stdout a pipe): (exit code, stdout, what the terminal got)."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = dict(home.env, HIVEMEM_TOKEN="@owner")
+    proc = subprocess.Popen([sys.executable, "-m", "hivemem", *args], stdout=subprocess.PIPE, stderr=follower,
+                            env=env, cwd=home.base)  # fmt: skip
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out = proc.communicate(timeout=120)[0]
+    os.close(leader)
+    return proc.returncode, out.decode(), seen.decode("utf-8", "replace")

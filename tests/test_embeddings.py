@@ -4,6 +4,7 @@ stub OpenAI-compatible endpoint on loopback standing in for the provider."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import apsw
 import pytest
 
-from conftest import Home, fails, raises, wait_for
+from conftest import Home, fails, on_a_terminal, raises, wait_for
 from embedstub import Stub, running
 from hivemem.client import DaemonClient
 
@@ -307,6 +308,20 @@ def test_reindex_embeds_everything_again(home: Home, stub: Stub) -> None:
     assert result["dropped"] == 2 and result["embeddings"] == "http"
     assert wait_for(lambda: settled(client, 2), 20) and len(stub.inputs()) == before + 2
     assert fails(home, "embeddings", "reindex", token=None, code="denied.admin", exit_code=4)
+
+
+def test_reindex_shows_the_re_embedding_on_a_terminal_and_answers_at_once_elsewhere(home: Home, stub: Stub) -> None:
+    client = start(home, stub.config())
+    for i in range(40):
+        client.call("memory.add", space="user", content=f"memory number {i}")
+    assert wait_for(lambda: settled(client, 40), 30)
+    code, out, terminal = on_a_terminal(home, "embeddings", "reindex")
+    assert code == 0 and "dropped" in out, (out, terminal)
+    assert "hivemem embeddings reindex: pending [------------------------] 0/40 " in terminal, terminal
+    assert terminal.endswith("pending: 0 of 40 left\r\n"), terminal  # it waited for the worker to finish
+    assert settled(client, 40)
+    code, out, terminal = on_a_terminal(home, "embeddings", "reindex", "--json")
+    assert code == 0 and json.loads(out)["dropped"] == 40 and terminal == "", "--json answers at once, silently"
 
 
 def test_reindex_with_embeddings_off(home: Home) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Home, client_token, fails
+from conftest import Home, client_token, fails, on_a_terminal
 
 SPEC_FIELDS = ("space", "kind", "title", "content", "tags", "status", "source", "confidence", "confidence_state",
                "review_after", "expires_at")  # fmt: skip
@@ -362,31 +362,6 @@ def test_sessions_without_a_harness_id_are_not_added_twice(home: Home) -> None:
     before = store_state(home)
     assert home.ok("store", "import", "--path", path)["planned"] == {"add": 0, "duplicate": 1, "skip": 0}
     assert store_state(home) == before
-
-
-def on_a_terminal(home: Home, *args: str) -> tuple[int, str, str]:
-    """Run the CLI with stderr on a pseudo-terminal (stdout a pipe): (exit code, stdout, what the terminal got)."""
-    import pty
-    import subprocess
-    import sys
-
-    leader, follower = pty.openpty()
-    env = dict(home.env, HIVEMEM_TOKEN="@owner")
-    proc = subprocess.Popen([sys.executable, "-m", "hivemem", *args], stdout=subprocess.PIPE, stderr=follower,
-                            env=env, cwd=home.base)  # fmt: skip
-    os.close(follower)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the terminal closed with the process
-            break
-        if not chunk:
-            break
-        seen += chunk
-    out = proc.communicate(timeout=120)[0]
-    os.close(leader)
-    return proc.returncode, out.decode(), seen.decode("utf-8", "replace")
 
 
 @pytest.mark.sqlite_only  # store check's progress and store backup are the SQLite file's (D155)

@@ -54,22 +54,24 @@ class Verb:
     - `returns_memory_text`: results hand stored text to the model, so MCP frames them as untrusted data;
     - `destructive`, `idempotent`: the MCP hints (readOnlyHint is `not writes`);
     - `cli_name`: the CLI command, by default `<group> <verb>` with `_` as `-` (`store repair-fts`);
-    - `long`: may run for a while on a big store, so the CLI shows its progress on a terminal (SPEC 11.1).
+    - `long`: may run for a while on a big store, so the CLI shows its progress on a terminal (SPEC 11.1);
+    - `follows`: a count of `store.status` that work the verb started in the background brings down to 0; on a
+      terminal the CLI follows it with a progress bar after the reply (embeddings.reindex: `pending`).
     """
 
-    __slots__ = ("cli_name", "destructive", "effect", "errors", "examples", "idempotent", "long", "mcp", "name",
-                 "params", "result", "returns_memory_text", "right", "stream", "summary", "writes")  # fmt: skip
+    __slots__ = ("cli_name", "destructive", "effect", "errors", "examples", "follows", "idempotent", "long", "mcp",
+                 "name", "params", "result", "returns_memory_text", "right", "stream", "summary", "writes")  # fmt: skip
 
     def __init__(self, name: str, summary: str, right: str, result: type, params: tuple[Param, ...] = (),
                  errors: tuple[str, ...] = (), *, mcp: bool = True, writes: bool = False,
                  examples: tuple[str, ...] = (), stream: str = "", effect: str = "",
                  returns_memory_text: bool = False, destructive: bool = False, idempotent: bool = False,
-                 cli_name: str = "", long: bool = False) -> None:  # fmt: skip
+                 cli_name: str = "", long: bool = False, follows: str = "") -> None:  # fmt: skip
         self.name, self.summary, self.right, self.result = name, summary, right, result
         self.params, self.errors, self.mcp, self.writes = params, errors, mcp, writes
         self.examples, self.stream, self.effect = examples, stream, effect
         self.returns_memory_text, self.destructive, self.idempotent = returns_memory_text, destructive, idempotent
-        self.long = long
+        self.long, self.follows = long, follows
         group, _, verb = name.rpartition(".")
         self.cli_name = cli_name or f"{group} {verb.replace('_', '-')}".strip()
         if effect and effect not in EFFECTS:  # a typo would otherwise be a verb that silently does nothing more
@@ -637,7 +639,8 @@ VERBS += (
     Verb(
         "embeddings.reindex",
         "Drop every vector so that the background worker embeds each memory again with the current provider "
-        "(admin); `hivemem store status` shows `pending` going down.",
+        "(admin); on a terminal the command then shows the re-embedding's progress (Ctrl-C stops watching, not "
+        "the work), and `hivemem store status` shows `pending` going down.",
         "admin",
         records.Reindexed,
         (),
@@ -645,6 +648,7 @@ VERBS += (
         mcp=False,
         writes=True,
         destructive=True,
+        follows="pending",
         examples=("HIVEMEM_TOKEN=@owner hivemem embeddings reindex",),
     ),
     Verb(

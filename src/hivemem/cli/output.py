@@ -36,6 +36,16 @@ def payload(text: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second failure at exit
 
 
+def on_terminal() -> bool:
+    """Whether people read stderr on a terminal (progress is drawn for them only)."""
+    return sys.stderr.isatty()
+
+
+def note(message: str) -> None:
+    """A line for people on stderr, after the result."""
+    sys.stderr.write(f"{message}\n")
+
+
 def warnings(messages: list[str]) -> None:
     for message in messages:
         sys.stderr.write(f"warning: {message}\n")

@@ -37,11 +37,31 @@ def run_verb(verb: Verb, args: list[str]) -> int:
     except HivememError as exc:
         return output.error(exc, json_mode)
     code = output.result(verb.name, result, json_mode)
+    if verb.follows and not json_mode and output.on_terminal():
+        follow(verb, int(result.get(verb.follows, 0)))
     if verb.writes and "space" in params:  # a write into one named space (memory.add)
         from hivemem.cli.notes import unrecalled_space
 
         output.warnings(unrecalled_space(params["space"]))
     return code
+
+
+def follow(verb: Verb, total: int, every: float = 0.5) -> None:
+    """Show the background work a verb started going down to 0 in `store.status` (its `follows` count), on a
+    terminal; Ctrl-C or an error stops the watching, never the work."""
+    import time
+
+    left = total
+    try:
+        with output.Working(f"hivemem {verb.cli_name}", True) as working:
+            while left > 0 and working.progress is not None:
+                working.progress(verb.follows, total - left, total)
+                time.sleep(every)  # the daemon's worker, not this process, does the work
+                left = min(total, int(call("store.status", {}).get(verb.follows, 0)))
+    except (KeyboardInterrupt, HivememError):
+        output.warnings([f"stopped watching; the work goes on in the daemon (hivemem store status: {verb.follows})"])
+        return
+    output.note(f"{verb.follows}: 0 of {total:,} left")
 
 
 def call(verb: str, params: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
