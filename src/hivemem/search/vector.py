@@ -163,9 +163,16 @@ class VectorIndex:
         return best[:limit]
 
 
+BLAS_ROWS = 20_000  # from this many rows the product is long enough for BLAS's threads to pay
+
+
 def _dot(matrix: Any, query: Any) -> Any:
-    """Matrix-vector product in NumPy's own loop: BLAS's thread pool spin-waits on a busy 2-core machine,
-    measured 0.1 to 40 ms for 2,000 rows where this takes 0.13 ms."""
+    """Matrix-vector product. Below BLAS_ROWS in NumPy's own loop: BLAS's thread pool spin-waits on a busy
+    2-core machine, measured 0.1 to 40 ms for 2,000 rows where this takes 0.13 ms. From BLAS_ROWS on, BLAS:
+    the product reads the whole matrix (154 MB at 100k x 384) and two threads read it faster (measured at
+    100k: 15-18 ms against 21 ms p50, and 27 against 41 ms p95, on a loaded machine)."""
+    if matrix.shape[0] >= BLAS_ROWS:
+        return matrix @ query
     return np.einsum("ij,j->i", matrix, query)
 
 
