@@ -44,6 +44,7 @@ NEGATIONS = frozenset(("not", "no", "never", "don", "doesn", "isn", "aren", "won
 DIGIT = re.compile(r"\d")
 WORKER_MIN_ROWS = 5000  # from this many memories the report runs in a worker process (start-up ~0.3 s)
 WORKER_NICE = 10  # the worker yields the CPU to the daemon's writer
+JOB_ROWS = 1000  # rows pickled to the worker at a time
 SECRET_FIELDS = ("content", "title", "tags", "source", "provenance")
 SCAN_ROWS = 200  # rows scanned as one text (measured: a third of the time of one scan per row)
 
@@ -368,20 +369,46 @@ def report(scan: Scan, can_read: CanRead, vectors: Vectors | None, *, unused_day
     if len(scan.rows) < WORKER_MIN_ROWS:
         return Report(scan, can_read, vectors, moment, unused_days, embeddings).run(limit)
     ends = {e.id for r in scan.relations for e in (r.source, r.target) if e.space and can_read(e.space, e.id)}
-    job = (scan, ends, vectors, moment, unused_days, embeddings, limit)
-    proc = subprocess.run([sys.executable, "-m", "hivemem.search.hygiene"], input=pickle.dumps(job),
-                          capture_output=True, check=False)  # fmt: skip
+    rest = Scan(relations=scan.relations, recalled=scan.recalled, usage_recorded=scan.usage_recorded)
+    proc = subprocess.Popen([sys.executable, "-m", "hivemem.search.hygiene"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdin is not None
+    try:
+        pickle.dump((rest, ends, vectors is not None, moment, unused_days, embeddings, limit), proc.stdin)
+        for start in range(0, len(scan.rows), JOB_ROWS):
+            _send_rows(proc.stdin, scan.rows[start : start + JOB_ROWS], vectors)
+    except BrokenPipeError:
+        pass  # the worker died: its exit code and stderr below say why
+    out, err = proc.communicate()  # closes the worker's input: the end of the job
     if proc.returncode != 0:
-        raise Failed("store", "the hygiene worker failed: " + proc.stderr.decode("utf-8", "replace")[-500:])
-    result: dict[str, Any] = pickle.loads(proc.stdout)
+        raise Failed("store", "the hygiene worker failed: " + err.decode("utf-8", "replace")[-500:])
+    result: dict[str, Any] = pickle.loads(out)
     return result
 
 
+def _send_rows(pipe: Any, rows: list[Row], vectors: Vectors | None) -> None:
+    """One piece of the job: pickling the whole scan at once is one long call that holds the interpreter lock
+    (a few hundred milliseconds at 100k memories), and the daemon's writer would wait on it; pieces of
+    JOB_ROWS let the writer in between (D192)."""
+    part = None if vectors is None else {r.id: vectors[r.id] for r in rows if r.id in vectors}
+    pickle.dump((rows, part), pipe)
+
+
 def _worker() -> None:
-    """`python -m hivemem.search.hygiene`: one pickled job on stdin (from `report`), its result on stdout."""
+    """`python -m hivemem.search.hygiene`: a pickled job on stdin (from `report`): its header, then pieces of
+    rows until the end of input; the result on stdout."""
     os.nice(WORKER_NICE)
     with open(0, "rb", closefd=False) as job:
-        scan, ends, vectors, moment, unused_days, embeddings, limit = pickle.loads(job.read())
+        scan, ends, embedded, moment, unused_days, embeddings, limit = pickle.load(job)
+        vectors: Vectors | None = {} if embedded else None
+        while True:
+            try:
+                rows, part = pickle.load(job)
+            except EOFError:
+                break
+            scan.rows.extend(rows)
+            if vectors is not None:
+                vectors.update(part)
     out = Report(scan, lambda space, memory: memory in ends, vectors, moment, unused_days, embeddings).run(limit)
     with open(1, "wb", closefd=False) as pipe:  # the parent's pipe, not a terminal: nothing is printed
         pipe.write(pickle.dumps(out))
