@@ -362,18 +362,21 @@ def on_a_terminal(home: Home, *args: str) -> tuple[int, str, str]:
 
     leader, follower = pty.openpty()
     env = dict(home.env, HIVEMEM_TOKEN="@owner")
-    proc = subprocess.Popen([sys.executable, "-m", "hivemem", *args], stdout=subprocess.PIPE, stderr=follower,
-                            env=env, cwd=home.base)  # fmt: skip
-    os.close(follower)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the terminal closed with the process
-            break
-        if not chunk:
-            break
-        seen += chunk
-    out = proc.communicate(timeout=120)[0]
-    os.close(leader)
+    with tempfile.TemporaryFile() as stdout:  # not a pipe: a large result must not wait for this reader
+        proc = subprocess.Popen([sys.executable, "-m", "hivemem", *args], stdout=stdout, stderr=follower,
+                                env=env, cwd=home.base)  # fmt: skip
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.wait(timeout=120)
+        os.close(leader)
+        stdout.seek(0)
+        out = stdout.read()
     return proc.returncode, out.decode(), seen.decode("utf-8", "replace")

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 from typing import Any
 
 import anyio
 import apsw
 
-from conftest import Home, client_token, mcp_session, wait_for
+from conftest import Home, client_token, mcp_session, on_a_terminal, wait_for
 from embedstub import running
 from hivemem.auth import owner as owner_principal
 from hivemem.client import DaemonClient
@@ -157,6 +158,14 @@ def test_ten_thousand_copies_of_one_text(home: Home) -> None:
         assert report["counts"]["near_duplicate"] == 0
     finally:
         client.close()
+    # the worker's progress reaches a terminal as a bar with counts (and nothing with --json)
+    code, out, terminal = on_a_terminal(home, "hygiene", "--spaces", SPACE)
+    assert code == 0 and "duplicate" in out, terminal
+    bars = re.findall(r"hivemem hygiene: comparing \[([#-]{24})\] ([\d,]+)/10,000 ", terminal)
+    assert bars and bars[-1] == ("#" * 24, "10,000"), terminal
+    assert "scanning for secrets [" in terminal, terminal
+    code, out, terminal = on_a_terminal(home, "hygiene", "--spaces", SPACE, "--json")
+    assert code == 0 and json.loads(out)["memories"] == 10000 and terminal == ""
 
 
 def test_memories_in_several_languages(home: Home, owner: DaemonClient) -> None:

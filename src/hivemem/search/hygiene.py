@@ -15,6 +15,7 @@ measured on a labelled set of LoCoMo fact pairs (bench/bench_hygiene.py, docs/hy
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pickle
@@ -24,9 +25,9 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from hivemem import secrets
+from hivemem import progress, secrets
 from hivemem.errors import Failed
 from hivemem.search.terms import CJK_RUN, bigrams, pieces, stopwords
 from hivemem.store.hygiene import Relation, Row, Scan
@@ -197,8 +198,12 @@ class Report:
         by_space: dict[str, list[Row]] = defaultdict(list)
         for row in active:
             by_space[row.space].append(row)
+        done = 0
         for space in sorted(by_space):
+            progress.report("comparing", done, len(active))
             self._pairs(by_space[space])
+            done += len(by_space[space])
+        progress.report("comparing", done, len(active))
         self._stale(active)
         self._unused(active)
         self._secrets(self.scan.rows)
@@ -318,6 +323,7 @@ class Report:
         """Rows are scanned SCAN_ROWS at a time as one text, one line or more per field (the detector works
         line by line), and a chunk with a hit row by row: a clean chunk, the usual case, costs one scan."""
         for start in range(0, len(rows), SCAN_ROWS):
+            progress.every("scanning for secrets", start, len(rows))
             chunk = rows[start : start + SCAN_ROWS]
             text = "\n".join(v for row in chunk for name in SECRET_FIELDS if (v := getattr(row, name)))
             if not text or secrets.find(text) is None:
@@ -328,6 +334,7 @@ class Report:
                     name, kind = hit
                     why = f"its {name} holds text the secret detector refuses today ({kind}); purge erases every copy"
                     self.found.append(_finding("secret", (row,), why, "memory.purge", {"id": f"m{row.id}"}))
+        progress.report("scanning for secrets", len(rows), len(rows))
 
     def _orphans(self) -> None:
         """A relation from a live memory the caller reads to one that is gone or deleted (and that the caller may
@@ -379,11 +386,30 @@ def report(scan: Scan, can_read: CanRead, vectors: Vectors | None, *, unused_day
             _send_rows(proc.stdin, scan.rows[start : start + JOB_ROWS], vectors)
     except BrokenPipeError:
         pass  # the worker died: its exit code and stderr below say why
-    out, err = proc.communicate()  # closes the worker's input: the end of the job
-    if proc.returncode != 0:
+    result = _heard(proc)
+    assert proc.stderr is not None
+    err = proc.stderr.read()  # its output was read to the end; this waits for it to exit
+    proc.wait()
+    if proc.returncode != 0 or result is None:
         raise Failed("store", "the hygiene worker failed: " + err.decode("utf-8", "replace")[-500:])
-    result: dict[str, Any] = pickle.loads(out)
     return result
+
+
+def _heard(proc: subprocess.Popen[bytes]) -> dict[str, Any] | None:
+    """What the worker says on its output: progress reports, passed on to whoever listens here, then the
+    result (None if it ended without one)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    with contextlib.suppress(BrokenPipeError):  # a worker that died early: its exit code says so
+        proc.stdin.close()  # the end of the job
+    while True:
+        try:
+            said = pickle.load(proc.stdout)
+        except (EOFError, pickle.UnpicklingError):
+            return None
+        if said[0] == "progress":
+            progress.report(*said[1:])
+        else:
+            return cast(dict[str, Any], said[1])
 
 
 def _send_rows(pipe: Any, rows: list[Row], vectors: Vectors | None) -> None:
@@ -409,9 +435,16 @@ def _worker() -> None:
             scan.rows.extend(rows)
             if vectors is not None:
                 vectors.update(part)
-    out = Report(scan, lambda space, memory: memory in ends, vectors, moment, unused_days, embeddings).run(limit)
     with open(1, "wb", closefd=False) as pipe:  # the parent's pipe, not a terminal: nothing is printed
-        pipe.write(pickle.dumps(out))
+
+        def say(stage: str, done: int, total: int) -> None:
+            pickle.dump(("progress", stage, done, total), pipe)
+            pipe.flush()
+
+        report = Report(scan, lambda space, memory: memory in ends, vectors, moment, unused_days, embeddings)
+        with progress.listening(say):
+            out = report.run(limit)
+        pickle.dump(("result", out), pipe)
 
 
 if __name__ == "__main__":
