@@ -56,7 +56,9 @@ def related(conn: apsw.Connection, key: str, flt: Filter) -> tuple[list[dict[str
     """Active memories the filter admits whose capture-key token sets are similar to `key`'s, and whether every
     one of them was compared (a space of at most 100) or only FTS candidates were."""
     where, args = condition(flt, "m")
-    count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)",
+    # In id order the planner walks memories_space, whose first rows share a few pages; unordered it took
+    # memories_capture_key, whose entries point all over the table (101 page reads in a large space).
+    count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} ORDER BY m.id LIMIT ?)",
                        (*args, EXHAUSTIVE_MAX + 1)))  # fmt: skip
     exhaustive = count <= EXHAUSTIVE_MAX
     if exhaustive:
