@@ -175,6 +175,30 @@ def test_a_destructive_outcome_previews_until_confirmed_then_archives(
     assert owner.call("memory.get", id=target)["status"] == "active"
 
 
+def test_an_archived_draft_is_restored_as_a_draft_never_active_without_confirm(home: Home, owner: DaemonClient) -> None:
+    draft = owner.call("memory.capture", space=SPACE, content="the quokka cache warms at noon")["id"]
+    owner.call("memory.archive", id=draft, revision=1)
+    assert events(owner, draft)[0]["data"] == {"was": "draft"}
+    assert home.ok("memory", "restore", "--id", draft) == {"id": draft, "revision": 3}
+    back = owner.call("memory.get", id=draft)
+    assert back["status"] == "draft"
+    assert searched(owner, "quokka cache") == [] and recalled(owner, "quokka cache") == ""
+    assert owner.call("memory.history", id=draft)["versions"][0]["action"] == "restore"
+
+    moved = owner.call("memory.capture", space=SPACE, content="the wombat queue drains hourly")["id"]
+    owner.call("memory.archive", id=moved, revision=1)
+    elsewhere = owner.call("memory.move", id=moved, revision=2, space="team/y")["id"]
+    assert events(owner, elsewhere)[0]["data"] == {"from": moved, "was": "draft"}
+    owner.call("memory.restore", id=elsewhere)
+    assert owner.call("memory.get", id=elsewhere)["status"] == "draft", "a move keeps what it was before its archive"
+
+    owner.call("memory.confirm", id=draft, revision=3)
+    owner.call("memory.archive", id=draft, revision=4)
+    owner.call("memory.restore", id=draft)
+    assert owner.call("memory.get", id=draft)["status"] == "active", "confirmed before this archive"
+    assert searched(owner, "quokka cache") == [draft]
+
+
 def test_still_valid_and_needs_review_apply_at_once(home: Home, owner: DaemonClient) -> None:
     decision = add(owner, "we use postgres 16", kind="decision", review_after="2020-01-01T00:00:00Z")
     note = add(owner, "a note that was due", review_after="2020-01-01T00:00:00Z")

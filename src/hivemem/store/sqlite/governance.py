@@ -181,11 +181,13 @@ def archive(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
         f = _current(conn, memory, revision)
         if f["status"] == "archived":
             return {"id": mid(memory), "revision": f["revision"]}
+        was = f["status"]
         memories.unindex(conn, memory)
         f["status"] = "archived"
         memories._bump(conn, f, actor, "status = ?", ("archived",))
         memories._version(conn, limits, f, "archive", actor)
-        audit.append(conn, "memory.archived", actor, space=f["space"], memory=memory, revision=f["revision"])
+        audit.append(conn, "memory.archived", actor, space=f["space"], memory=memory, revision=f["revision"],
+                     data={"was": was})  # fmt: skip
     return {"id": mid(memory), "revision": f["revision"]}
 
 
@@ -244,8 +246,11 @@ def move(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, r
             raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
         copy = {k: f[k] for k in memories.EDITABLE}
         copy.update(space=space, tags=f["tags"].split(), provenance=json.loads(f["provenance"] or "null"))
+        data: dict[str, Any] = {"from": mid(memory)}
+        if f["status"] == "archived":  # the new memory is restored to what the old one was before its archive
+            data["was"] = memories.unarchived_status(conn, memory)
         created = memories.insert(conn, limits, actor, copy, f["session"], status=f["status"], action="move",
-                                  author=(f["principal"], f["label"]), data={"from": mid(memory)})  # fmt: skip
+                                  author=(f["principal"], f["label"]), data=data)  # fmt: skip
         memories.unindex(conn, memory)
         memories._bump(conn, f, actor, "deleted = ?", (now(),))
         memories._version(conn, limits, f, "move", actor)
