@@ -203,7 +203,8 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
         _row(f, sha256(f["content"]), principal, label, actor, session, at),
     )
     f["id"] = conn.last_insert_rowid()
-    _index(conn, f["id"], f["title"], f["content"], f["tags"])
+    if status == "active":  # only a live, active row is indexed: a draft's INSERT would select nothing
+        _index(conn, f["id"], f["title"], f["content"], f["tags"])
     _version(conn, limits, f, action, actor)
     audit.append(conn, EVENTS[action], actor, space=f["space"], memory=f["id"], session=session, revision=1, data=data)
     return int(f["id"])

@@ -84,7 +84,8 @@ def sharing(conn: apsw.Connection, words: list[str], flt: Filter, limit: int, ke
     for n, word in enumerate(words):
         expression = match_expression([word])
         match = in_spaces(expression, spaces or ()) if confine else expression
-        ids = _ids(conn, "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?", (match, cap + 1))
+        rows = all_rows(conn, "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?", (match, cap + 1))
+        ids: list[int] = [row[0] for row in rows]  # rowids are ints already: up to 16 x 201 of them per capture
         if ids:
             found.append((len(ids), n, ids))
     hits = Counter(chain.from_iterable(ids for _, _, ids in sorted(found)[:keep]))
