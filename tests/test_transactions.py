@@ -161,18 +161,21 @@ def test_a_memory_add_that_fails_at_its_event_leaves_no_row_text_or_version(home
 
 
 @pytest.mark.sqlite_only  # a SQLite trigger in the store file
-def test_a_move_that_fails_after_its_new_memory_is_written_leaves_the_old_one_whole(home: Home,
-                                                                                   owner: DaemonClient) -> None:  # fmt: skip
+def test_a_move_failing_after_its_new_memory_is_written_leaves_the_old_whole(home: Home, owner: DaemonClient) -> None:
     ident = owner.call("memory.add", space="user", content="plums ripen in august", tags=["fruit"])["id"]
 
     def state() -> list[object]:
-        with apsw.Connection(home.paths.store) as conn:
+        conn = apsw.Connection(home.paths.store)
+        try:
             return [conn.execute(sql).fetchall() for sql in (
                 "SELECT id, space, deleted, revision FROM memories ORDER BY id",
                 "SELECT memory, revision, action FROM memory_versions ORDER BY memory, revision",
                 "SELECT id, type, memory FROM events ORDER BY id",
                 "SELECT seq FROM sqlite_sequence WHERE name = 'memories'",
+                "SELECT id FROM memory_fts_docsize ORDER BY id",  # the search index's entries
             )]  # fmt: skip
+        finally:
+            conn.close()
 
     before = state()
     with apsw.Connection(home.paths.store) as conn:
