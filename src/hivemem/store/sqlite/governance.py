@@ -287,6 +287,8 @@ def review(conn: apsw.Connection, flt: Filter, after: int | None, limit: int) ->
             cursor = (due_key(dict(zip(names, row, strict=True)), at), after)
             order = [o for o in order if o > cursor]
     page = [i for _, i in order[:limit]]
+    if not page:  # `IN ()` is SQLite's alone: PostgreSQL refuses it
+        return {"memories": [], "next": None}
     rows = {int(r[0]): r for r in all_rows(conn, f"SELECT {COLUMNS} FROM memories WHERE id IN "
                                                   f"({','.join('?' * len(page))})", page)}  # fmt: skip
     nxt = mid(page[-1]) if len(order) > limit else None
