@@ -156,11 +156,33 @@ def test_cli_mcp_and_skill_name_the_same_tools(home: Home) -> None:
 
     names = anyio.run(tools)
     text = run(home, "skill").out
-    for name in names:
-        assert f"- `{name}` (CLI `" in text
+    commands = dict(re.findall(r"^- `([a-z_]+)` \(CLI `hivemem ([^`]+)`\)", text, flags=re.M))
+    assert set(commands) == names
+    for name, command in commands.items():
         verb = next(v for v in VERBS if v.name.replace(".", "_") == name)
-        args = [*verb.cli_name.split(), "--help"]
+        assert command == verb.cli_name, f"the skill names {name}'s command as the manifest does"
+        args = [*command.split(), "--help"]  # the command as the skill prints it
         assert run(home, *args).code == 0, args
+    assert commands["memory_hygiene"] == "hygiene" and "`hivemem memory hygiene`" not in text
+
+
+def test_skill_teaches_add_or_capture_and_the_lifecycle(home: Home) -> None:
+    text = run(home, "skill").out
+    sections = dict(re.findall(r"^## ([^\n]+)\n\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S))
+    choose = sections["Add or capture"]
+    assert "`memory_add` when the user asked you to remember" in choose
+    assert "`memory_capture` for what you inferred" in choose and "draft" in choose
+    assert "never searched or recalled until a person" in choose
+    assert "`duplicate_of`" in choose and "`exhaustive: false`" in choose and "`independent`" in choose
+    life = sections["Lifecycle"].splitlines()
+    assert [line.split(":")[0] for line in life if line.startswith("- ")][:3] == [
+        "- capture -> confirm", "- challenge", "- review"]  # fmt: skip
+    life_text = " ".join(life)
+    for tool in ("memory_confirm", "memory_challenge", "memory_review", "memory_relate", "memory_audit"):
+        assert f"`{tool}`" in life_text
+    for outcome in ("still_valid", "needs_review", "stale", "wrong", "superseded"):
+        assert f"`{outcome}`" in life_text
+    assert "`confirm: true`" in life_text and "preview" in life_text
 
 
 def test_skill_install_writes_under_home(home: Home) -> None:

@@ -21,6 +21,10 @@ REFUSE_ADDED = (
     "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events WHEN NEW.type = 'memory.added' "
     "BEGIN SELECT RAISE(ABORT, 'refused halfway'); END"
 )
+REFUSE_MOVE_AT_ITS_LAST_EVENT = (  # the old memory's event: the new memory, its version and event are written
+    "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events WHEN NEW.type = 'memory.moved' "
+    "AND NEW.data LIKE '%\"to\"%' BEGIN SELECT RAISE(ABORT, 'refused halfway'); END"
+)
 REFUSE_SECOND_RECALL = (
     "CREATE TRIGGER refuse_halfway BEFORE INSERT ON events WHEN NEW.type = 'memory.recalled' "
     "AND EXISTS (SELECT 1 FROM events WHERE type = 'memory.recalled') "
@@ -127,6 +131,15 @@ def test_every_write_verb_commits_exactly_once(store: SQLiteStore) -> None:
     once("memory.restore", id=second["id"])
     once("memory.delete", id=second["id"], revision=3)
     once("memory.purge", id=first["id"])
+    third = once("memory.add", space="user", content="pears are yellow")
+    draft = once("memory.capture", space="user", content="pears are inferred to be sweet")
+    once("memory.confirm", id=draft["id"], revision=1)
+    once("memory.challenge", id=draft["id"], revision=2, outcome="needs_review")
+    once("memory.relate", source=draft["id"], target=third["id"], relation="related")
+    once("memory.unrelate", source=draft["id"], target=third["id"], relation="related")
+    once("memory.archive", id=draft["id"], revision=3)
+    moved = once("memory.move", id=draft["id"], revision=4, space="project/x")
+    assert ops.dispatch(store, me, "memory.get", {"id": moved["id"]})["status"] == "archived"
     once("session.end", session=session)
     once("client.add", name="reader", grants=[{"right": "read", "scope": "*"}])
     once("client.remove", name="reader")
@@ -145,6 +158,39 @@ def test_a_memory_add_that_fails_at_its_event_leaves_no_row_text_or_version(home
         assert conn.execute("SELECT count(*) FROM memory_versions").fetchall() == [(0,)]
     assert owner.call("memory.search", query="halfway", spaces=["user"])["results"] == []
     assert owner.call("memory.add", space="user", content="written whole")["id"] == "m1"  # no number was spent
+
+
+@pytest.mark.sqlite_only  # a SQLite trigger in the store file
+def test_a_move_failing_after_its_new_memory_is_written_leaves_the_old_whole(home: Home, owner: DaemonClient) -> None:
+    ident = owner.call("memory.add", space="user", content="plums ripen in august", tags=["fruit"])["id"]
+
+    def state() -> list[object]:
+        conn = apsw.Connection(home.paths.store)
+        try:
+            return [conn.execute(sql).fetchall() for sql in (
+                "SELECT id, space, deleted, revision FROM memories ORDER BY id",
+                "SELECT memory, revision, action FROM memory_versions ORDER BY memory, revision",
+                "SELECT id, type, memory FROM events ORDER BY id",
+                "SELECT seq FROM sqlite_sequence WHERE name = 'memories'",
+                "SELECT id FROM memory_fts_docsize ORDER BY id",  # the search index's entries
+            )]  # fmt: skip
+        finally:
+            conn.close()
+
+    before = state()
+    with apsw.Connection(home.paths.store) as conn:
+        conn.execute(REFUSE_MOVE_AT_ITS_LAST_EVENT)
+    error = raises(owner, "memory.move", id=ident, revision=1, space="project/x")
+    assert error.code == "failed.store" and "refused halfway" in error.message
+    with apsw.Connection(home.paths.store) as conn:
+        conn.execute("DROP TRIGGER refuse_halfway")
+    assert state() == before, "no new memory, version, event or id; the old memory neither deleted nor bumped"
+    assert owner.call("memory.get", id=ident)["revision"] == 1
+    assert [h["id"] for h in owner.call("memory.search", query="plums ripen")["results"]] == [ident]
+    assert owner.call("memory.list", spaces=["project/x"])["memories"] == []
+    moved = owner.call("memory.move", id=ident, revision=1, space="project/x")
+    assert moved["id"] == "m2", "the failed move spent no id"
+    assert [h["id"] for h in owner.call("memory.search", query="plums ripen")["results"]] == ["m2"]
 
 
 @pytest.mark.sqlite_only  # a SQLite trigger in the store file; tests/test_postgres.py has the team store's

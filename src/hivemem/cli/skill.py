@@ -126,9 +126,7 @@ def _params(verb: Verb) -> str:
 
 
 def _tool(verb: Verb) -> str:
-    group, _, name = verb.name.rpartition(".")
-    command = f"hivemem {group} {name.replace('_', '-')}".replace("  ", " ").strip()
-    return f"- `{verb.name.replace('.', '_')}` (CLI `{command}`): {verb.summary} Params: {_params(verb)}."
+    return f"- `{verb.name.replace('.', '_')}` (CLI `hivemem {verb.cli_name}`): {verb.summary} Params: {_params(verb)}."
 
 
 def render() -> str:

@@ -56,7 +56,9 @@ def related(conn: apsw.Connection, key: str, flt: Filter) -> tuple[list[dict[str
     """Active memories the filter admits whose capture-key token sets are similar to `key`'s, and whether every
     one of them was compared (a space of at most 100) or only FTS candidates were."""
     where, args = condition(flt, "m")
-    count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)",
+    # In id order the planner walks memories_space, whose first rows share a few pages; unordered it took
+    # memories_capture_key, whose entries point all over the table (101 page reads in a large space).
+    count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} ORDER BY m.id LIMIT ?)",
                        (*args, EXHAUSTIVE_MAX + 1)))  # fmt: skip
     exhaustive = count <= EXHAUSTIVE_MAX
     if exhaustive:
@@ -179,11 +181,13 @@ def archive(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
         f = _current(conn, memory, revision)
         if f["status"] == "archived":
             return {"id": mid(memory), "revision": f["revision"]}
+        was = f["status"]
         memories.unindex(conn, memory)
         f["status"] = "archived"
         memories._bump(conn, f, actor, "status = ?", ("archived",))
         memories._version(conn, limits, f, "archive", actor)
-        audit.append(conn, "memory.archived", actor, space=f["space"], memory=memory, revision=f["revision"])
+        audit.append(conn, "memory.archived", actor, space=f["space"], memory=memory, revision=f["revision"],
+                     data={"was": was})  # fmt: skip
     return {"id": mid(memory), "revision": f["revision"]}
 
 
@@ -242,8 +246,11 @@ def move(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, r
             raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
         copy = {k: f[k] for k in memories.EDITABLE}
         copy.update(space=space, tags=f["tags"].split(), provenance=json.loads(f["provenance"] or "null"))
+        data: dict[str, Any] = {"from": mid(memory)}
+        if f["status"] == "archived":  # the new memory is restored to what the old one was before its archive
+            data["was"] = memories.unarchived_status(conn, memory)
         created = memories.insert(conn, limits, actor, copy, f["session"], status=f["status"], action="move",
-                                  author=(f["principal"], f["label"]), data={"from": mid(memory)})  # fmt: skip
+                                  author=(f["principal"], f["label"]), data=data)  # fmt: skip
         memories.unindex(conn, memory)
         memories._bump(conn, f, actor, "deleted = ?", (now(),))
         memories._version(conn, limits, f, "move", actor)
@@ -280,6 +287,8 @@ def review(conn: apsw.Connection, flt: Filter, after: int | None, limit: int) ->
             cursor = (due_key(dict(zip(names, row, strict=True)), at), after)
             order = [o for o in order if o > cursor]
     page = [i for _, i in order[:limit]]
+    if not page:  # `IN ()` is SQLite's alone: PostgreSQL refuses it
+        return {"memories": [], "next": None}
     rows = {int(r[0]): r for r in all_rows(conn, f"SELECT {COLUMNS} FROM memories WHERE id IN "
                                                   f"({','.join('?' * len(page))})", page)}  # fmt: skip
     nxt = mid(page[-1]) if len(order) > limit else None

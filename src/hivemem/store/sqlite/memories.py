@@ -205,7 +205,8 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
         _row(f, sha256(f["content"]), principal, label, actor, session, at),
     )
     f["id"] = conn.last_insert_rowid()
-    _index(conn, f["id"], f["title"], f["content"], f["tags"])
+    if status == "active":  # only a live, active row is indexed: a draft's INSERT would select nothing
+        _index(conn, f["id"], f["title"], f["content"], f["tags"])
     _version(conn, limits, f, action, actor)
     audit.append(conn, EVENTS[action], actor, space=f["space"], memory=f["id"], session=session, revision=1, data=data)
     return int(f["id"])
@@ -368,14 +369,31 @@ def restore(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
             dup = _live_duplicate(conn, f["space"], sha256(f["content"]))
             if dup is not None:
                 raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
-        if f["deleted"] is None:  # un-archive
-            f["status"] = "active"
+        if f["deleted"] is None:  # un-archive: a draft comes back a draft, never active without confirm
+            f["status"] = unarchived_status(conn, memory)
         _bump(conn, f, actor, "deleted = NULL, status = ?", (f["status"],))
         if f["status"] == "active":
             _index(conn, memory, f["title"], f["content"], f["tags"])
         _version(conn, limits, f, "restore", actor)
         audit.append(conn, "memory.restored", actor, space=f["space"], memory=memory, revision=f["revision"])
     return {"id": mid(memory), "revision": f["revision"]}
+
+
+ARCHIVING = ("memory.archived", "memory.challenged", "memory.moved")
+
+
+def unarchived_status(conn: apsw.Connection, memory: int) -> str:
+    """The status an archived memory had before it was archived (docs/decisions.md D180): `draft` when its
+    newest archiving event says so, the `memory.archived` of `memory.archive` or the `memory.moved` that made it
+    from an archived memory; `active` otherwise (a challenge archives only active memories)."""
+    rows = all_rows(conn, f"SELECT type, data FROM events WHERE memory = ? AND type IN "
+                          f"({','.join('?' * len(ARCHIVING))}) ORDER BY id DESC", (memory, *ARCHIVING))  # fmt: skip
+    for etype, data in rows:
+        found = json.loads(data)
+        if etype == "memory.moved" and "from" not in found:
+            continue  # the event of the memory it was moved to
+        return "draft" if etype != "memory.challenged" and found.get("was") == "draft" else "active"
+    return "active"
 
 
 def purge(conn: apsw.Connection, actor: Principal, memory: int) -> str:

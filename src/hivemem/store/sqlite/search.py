@@ -16,9 +16,12 @@ Snippets and rows are fetched for the returned page only.
 
 from __future__ import annotations
 
+import heapq
 import weakref
+from collections import Counter
 from collections.abc import Callable
-from itertools import pairwise
+from itertools import chain, pairwise
+from operator import itemgetter
 from typing import Any, cast
 
 import apsw
@@ -75,6 +78,9 @@ def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LI
     return _ids(conn, JOINED.format(rank=rank, where=where), (*counts, match, *args, limit))
 
 
+BY_HITS = itemgetter(1, 0)  # a (memory, hits) pair's rank: more hits, then the higher id
+
+
 def sharing(conn: apsw.Connection, words: list[str], flt: Filter, limit: int, keep: int = 8,
             cap: int = 200) -> list[int]:  # fmt: skip
     """Up to `limit` ids of live, active memories the filter admits that hold the most of the `keep` rarest
@@ -87,24 +93,32 @@ def sharing(conn: apsw.Connection, words: list[str], flt: Filter, limit: int, ke
     for n, word in enumerate(words):
         expression = match_expression([word])
         match = in_spaces(expression, spaces or ()) if confine else expression
-        ids = _ids(conn, "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?", (match, cap + 1))
+        rows = all_rows(conn, "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?", (match, cap + 1))
+        ids: list[int] = [row[0] for row in rows]  # rowids are ints already: up to 16 x 201 of them per capture
         if ids:
             found.append((len(ids), n, ids))
-    hits: dict[int, int] = {}
-    for _, _, ids in sorted(found)[:keep]:
-        for memory in ids:
-            hits[memory] = hits.get(memory, 0) + 1
-    ranked_ids = sorted(hits, key=lambda m: (-hits[m], -m))
-    out: list[int] = []
-    where, args = condition(flt, "m")
-    for start in range(0, len(ranked_ids), 4 * limit):  # the best few are usually all admitted
-        part = ranked_ids[start : start + 4 * limit]
-        sql = f"SELECT m.id FROM memories m WHERE m.id IN ({','.join('?' * len(part))}) AND {where}"
-        admitted = set(_ids(conn, sql, (*part, *args)))
-        out += [m for m in part if m in admitted]
-        if len(out) >= limit:
-            break
+    hits = Counter(chain.from_iterable(ids for _, _, ids in sorted(found)[:keep]))
+    # Best first: most hits, then highest id. The best `limit` are usually all admitted: only when some are
+    # not is the rest sorted and checked, 4 x `limit` at a time.
+    best = [m for m, _ in heapq.nlargest(limit, hits.items(), key=BY_HITS)]
+    out = _admitted(conn, best, flt)
+    if len(out) < limit < len(hits):
+        rest = [m for m, _ in sorted(hits.items(), key=BY_HITS, reverse=True)[limit:]]
+        for start in range(0, len(rest), 4 * limit):
+            out += _admitted(conn, rest[start : start + 4 * limit], flt)
+            if len(out) >= limit:
+                break
     return out[:limit]
+
+
+def _admitted(conn: apsw.Connection, ids: list[int], flt: Filter) -> list[int]:
+    """Those of `ids` the filter admits, in their order."""
+    if not ids:
+        return []
+    where, args = condition(flt, "m")
+    sql = f"SELECT m.id FROM memories m WHERE m.id IN ({','.join('?' * len(ids))}) AND {where}"
+    admitted = set(_ids(conn, sql, (*ids, *args)))
+    return [m for m in ids if m in admitted]
 
 
 def page_rows(conn: apsw.Connection, ids: list[int], flt: Filter) -> dict[int, Row]:
