@@ -319,6 +319,16 @@ def adds(home: bl.Home, count: int, tag: str) -> list[float]:
     return out
 
 
+def memory_mib(pid: int | None) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of a process in MiB, from /proc."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.split()[0] if value.split() else "0"
+    return int(fields.get("VmRSS", 0)) / 1024, int(fields.get("VmHWM", 0)) / 1024
+
+
 def speed(n: int, embeddings: bool, count: int) -> dict[str, Any]:
     home = bl.Home("hygiene")
     try:
@@ -341,6 +351,11 @@ def speed(n: int, embeddings: bool, count: int) -> dict[str, Any]:
                 report = client.call("memory.hygiene", limit=200)
                 times.append(time.perf_counter() - t)
                 cpu.append(cpu_s(pid) - c)
+            rss = None
+            if embeddings:  # a hybrid search loads the model and the vector index: the daemon's memory with both
+                found = client.call("memory.search", query="deploy the api on friday", mode="hybrid", limit=10)
+                assert found["mode"] == "hybrid", found
+                rss = memory_mib(pid)
         finally:
             client.close()
         alone = adds(home, count, "alone")
@@ -363,7 +378,8 @@ def speed(n: int, embeddings: bool, count: int) -> dict[str, Any]:
         stop.set()
         runner.join()
         return {"n": n, "embeddings": embeddings, "fill_s": filled, "raw_s": raw, "report_s": times, "cpu_s": cpu,
-                "counts": report["counts"], "alone": alone, "during": during, "reports": during_reports[0]}  # fmt: skip
+                "counts": report["counts"], "alone": alone, "during": during, "reports": during_reports[0],
+                "rss": rss}  # fmt: skip
     finally:
         home.cleanup()
 
@@ -392,6 +408,9 @@ def main() -> None:
                      f"{bl.ms(bl.pct(r['during'], 50)):.2f}", f"{bl.ms(p99d):.2f}", f"{p99d / p99a:.2f}",
                      r["reports"]])  # fmt: skip
         print(f"{n:,} memories filled in {r['fill_s']:.0f} s; findings: {found}")
+        if r["rss"]:
+            print(f"daemon RSS after a hybrid search (the local model and {n:,} vectors loaded, after three reports): "
+                  f"{r['rss'][0]:.0f} MiB, peak {r['rss'][1]:.0f} MiB (target < 300 MB)")  # fmt: skip
     bl.table(["memories", "embeddings", "raw read s", "report p50 s", "report max s", "daemon CPU s",
               "add p50 ms alone", "add p99 ms alone", "add p50 ms during", "add p99 ms during", "p99 ratio",
               "reports during"],
