@@ -353,7 +353,7 @@ def speed(n: int, embeddings: bool, count: int) -> dict[str, Any]:
                 cpu.append(cpu_s(pid) - c)
             rss = None
             if embeddings:  # a hybrid search loads the model and the vector index: the daemon's memory with both
-                found = client.call("memory.search", query="deploy the api on friday", mode="hybrid", limit=10)
+                found = client.call("memory.search", query="deploy the api on friday", mode="auto", limit=10)
                 assert found["mode"] == "hybrid", found
                 rss = memory_mib(pid)
         finally:
