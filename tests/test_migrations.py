@@ -16,7 +16,7 @@ from collections.abc import Callable
 import apsw
 import pytest
 
-from conftest import Home, fails, wait_for
+from conftest import Home, fails, on_a_terminal, wait_for
 from hivemem.store.sqlite.audit import verify_chain
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -50,6 +50,21 @@ def test_fixtures_are_small_real_stores() -> None:
         assert os.path.getsize(path) <= 512 * 1024  # one 16 KiB page per table and index, and little else
         assert header(path) == (HVMM, version)
         assert not os.path.exists(path + "-wal")
+
+
+def test_a_migration_shows_its_progress_on_a_terminal(home: Home) -> None:
+    """The command whose call starts the daemon on an old store shows the migration's progress on a terminal,
+    then its own result; in a pipe it prints nothing of it (the other tests here read stderr empty)."""
+    install(home, os.path.join(FIXTURES, "store-v1.db"))
+    code, out, terminal = on_a_terminal(home, "store", "status", "--json")
+    assert code == 0, (out, terminal)
+    assert '"schema_version":2' in out.replace(" ", "")
+    lines = [part.removesuffix("\x1b[K") for part in terminal.split("\r") if part.strip()]
+    assert lines[0].startswith("hivemem: migrating ") and "from schema 1 to 2" in lines[0], repr(terminal)
+    assert "hivemem: search index: 3 of 3 memories" in lines, repr(terminal)
+    assert lines[-1].startswith("hivemem: migrated ") and terminal.endswith("to schema 2\x1b[K\r\n"), repr(terminal)
+    code, out, terminal = on_a_terminal(home, "store", "status", "--json")
+    assert code == 0 and terminal == "", "a store already upgraded starts without a word"
 
 
 def test_v1_fixture_migrates_to_v2_and_serves(home: Home) -> None:

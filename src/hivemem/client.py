@@ -25,12 +25,14 @@ class DaemonClient:
     """One connection to the store's daemon, started on demand, authenticated by `hello`."""
 
     def __init__(self, config: Config | None = None, token: str | None = None, *, start: bool = True,
-                 name: str = "cli", budget: float | None = None) -> None:  # fmt: skip
+                 name: str = "cli", budget: float | None = None,
+                 starting: Callable[[str | None], None] | None = None) -> None:  # fmt: skip
         self.config = config or load()
         self.paths = paths.resolve(self.config["store.path"], self.config.path, bool(self.config["store.url"]))
         self.token = paths.token() if token is None else token
         self.start = start and self.config["daemon.startup"] == "on-demand"
         self.name = name
+        self.starting = starting  # hears a starting daemon's progress lines (a migration), then None when ready
         self.warnings: list[str] = []
         self.hello: dict[str, Any] = {}
         self._sock: socket.socket | None = None
@@ -48,7 +50,7 @@ class DaemonClient:
             if not self.start:
                 raise not_running()
             budget = self._left(self.config["daemon.startup_timeout_ms"] / 1000)
-            sock = spawn_and_connect(self.paths, budget, patient=self.deadline is None)
+            sock = spawn_and_connect(self.paths, budget, patient=self.deadline is None, heard=self.starting)
         self._sock = sock
         self.hello = self.request("hello", {"token": self._credential(), "client": f"{self.name}/{__version__}"})
         if self.hello.get("version") != __version__:
@@ -177,9 +179,11 @@ def try_connect(path: str) -> socket.socket | None:
     return sock
 
 
-def spawn_and_connect(where: paths.Paths, budget: float, *, patient: bool = False) -> socket.socket:
+def spawn_and_connect(where: paths.Paths, budget: float, *, patient: bool = False,
+                      heard: Callable[[str | None], None] | None = None) -> socket.socket:  # fmt: skip
     """Start a daemon (setsid, stdio to /dev/null, cwd /, no token) and wait for its readiness; a `patient`
-    client (one without an overall deadline) waits on while the daemon reports migration progress."""
+    client (one without an overall deadline) waits on while the daemon reports migration progress, and
+    `heard` gets each progress line, then None once the daemon has said anything else."""
     deadline = time.monotonic() + budget
     import subprocess
 
@@ -198,7 +202,7 @@ def spawn_and_connect(where: paths.Paths, budget: float, *, patient: bool = Fals
         starter.kill()
         starter.wait()
     try:
-        message = _read_readiness(read_end, deadline, patient)
+        message = _read_readiness(read_end, deadline, patient, heard)
     finally:
         os.close(read_end)
     if message != "ready":
@@ -214,24 +218,33 @@ def _exited(where: paths.Paths) -> Failed:
                   path=log, fix=f"see {log}, or run `hivemem serve` to see the error")  # fmt: skip
 
 
-def _read_readiness(fd: int, deadline: float, patient: bool) -> str:
-    """The daemon's `ready` or error line; `progress …` lines (a migration at work) restart a patient wait."""
+def _read_readiness(fd: int, deadline: float, patient: bool, heard: Callable[[str | None], None] | None) -> str:
+    """The daemon's `ready` or error line; `progress …` lines (a migration at work) restart a patient wait and
+    go to `heard`, which gets None when they are over."""
     import select
 
     budget = deadline - time.monotonic()
     data = b""
+    spoke = False
     while True:
         line, found, rest = data.partition(b"\n")
         if found and not line.startswith(b"progress "):
+            if spoke and heard is not None:
+                heard(None)
             return line.decode("utf-8", "replace").strip()
         if found:
             data, deadline = rest, time.monotonic() + budget if patient else deadline
+            if heard is not None:
+                heard(line[len(b"progress ") :].decode("utf-8", "replace").strip())
+                spoke = True
             continue
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
             raise Unavailable("daemon_start", "the daemon did not report ready in time", fix="hivemem doctor")
         chunk = os.read(fd, 65536)
         if not chunk:
+            if spoke and heard is not None:
+                heard(None)
             return data.decode("utf-8", "replace").strip()
         data += chunk
 

@@ -41,6 +41,15 @@ def on_terminal() -> bool:
     return sys.stderr.isatty()
 
 
+def starting(line: str | None) -> None:
+    """A starting daemon's progress (a migration) on one rewritten stderr line, on a terminal only; None ends
+    the line."""
+    if not sys.stderr.isatty():
+        return
+    sys.stderr.write("\n" if line is None else f"\rhivemem: {line}\x1b[K")
+    sys.stderr.flush()
+
+
 def note(message: str) -> None:
     """A line for people on stderr, after the result."""
     sys.stderr.write(f"{message}\n")

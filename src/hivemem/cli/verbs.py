@@ -73,7 +73,7 @@ def call(verb: str, params: dict[str, Any], progress: Progress | None = None) ->
     stops = BY_NAME[verb].effect == "stop"
     if len(encode({"id": 0, "verb": verb, "params": params})) > MAX_FRAME:  # refused here, not as a lost daemon
         raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
-    client = DaemonClient(start=not stops)
+    client = DaemonClient(start=not stops, starting=output.starting)
     try:
         result = client.connect().request(verb, params, progress)
         if stops:
