@@ -33,7 +33,7 @@ def run_verb(verb: Verb, args: list[str]) -> int:
         json_mode = ns.pop("json")
         params = client_defaults(verb, collect(verb, ns))
         with output.Working(f"hivemem {verb.cli_name}", verb.long and not json_mode) as working:
-            result = call(verb.name, params, working.progress)
+            result = call(verb.name, params, working.progress, quiet=json_mode)
     except HivememError as exc:
         return output.error(exc, json_mode)
     code = output.result(verb.name, result, json_mode)
@@ -64,16 +64,17 @@ def follow(verb: Verb, total: int, every: float = 0.5) -> None:
     output.note(f"{verb.follows}: 0 of {total:,} left")
 
 
-def call(verb: str, params: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+def call(verb: str, params: dict[str, Any], progress: Progress | None = None, *, quiet: bool = False) -> dict[str, Any]:
     """One request; a verb whose effect stops the daemon never starts one, and returns once it has gone. With
-    `progress`, the daemon's progress frames are passed to it (D114)."""
+    `progress`, the daemon's progress frames are passed to it (D114); unless `quiet` (--json), a daemon that
+    migrates the store as it starts shows that on a terminal."""
     from hivemem.client import DaemonClient, wait_stopped
     from hivemem.protocol import MAX_FRAME, encode
 
     stops = BY_NAME[verb].effect == "stop"
     if len(encode({"id": 0, "verb": verb, "params": params})) > MAX_FRAME:  # refused here, not as a lost daemon
         raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
-    client = DaemonClient(start=not stops, starting=output.starting)
+    client = DaemonClient(start=not stops, starting=None if quiet else output.starting)
     try:
         result = client.connect().request(verb, params, progress)
         if stops:
