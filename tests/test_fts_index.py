@@ -103,8 +103,7 @@ def segments_of(path: str) -> int:
     """How many segments the store file's memory_fts has, read from a read-only connection of the test's own."""
     conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     try:
-        count: Any = conn.execute("SELECT count(DISTINCT segid) FROM memory_fts_idx").fetchall()[0][0]
-        return int(count)
+        return fts_index.segments(conn)
     finally:
         conn.close()
 
