@@ -56,19 +56,17 @@ def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LI
         return []
     expression = match_expression(words)
     spaces = _space_set(flt)
-    alone = spaces is not None and _only_spaces(flt, spaces)  # the spaces are the whole filter
-    cached = None
+    where, args = condition(flt, "m")
     if spaces is None:
         if _everything(flt):
             return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
-        covers = small = False
-    else:
-        cached = _cached(conn)
-        covers, small = _plan(conn, spaces, cached)
+        return _ids(conn, JOINED.format(rank=BM25, where=where), (expression, *args, limit))
+    alone = _only_spaces(flt, spaces)  # the spaces are the whole filter
+    cached = _cached(conn)
+    covers, small = _plan(conn, spaces, cached)
     if alone and covers:
         return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
-    where, args = condition(flt, "m")
-    if spaces is None or not small:
+    if not small:
         return _ids(conn, JOINED.format(rank=BM25, where=where), (expression, *args, limit))
     counts = document_counts(conn, words, cached)
     rank = f"{RANK}(memory_fts, {', '.join('?' * len(counts))})"
