@@ -377,19 +377,17 @@ def report(scan: Scan, can_read: CanRead, vectors: Vectors | None, *, unused_day
         return Report(scan, can_read, vectors, moment, unused_days, embeddings).run(limit)
     ends = {e.id for r in scan.relations for e in (r.source, r.target) if e.space and can_read(e.space, e.id)}
     rest = Scan(relations=scan.relations, recalled=scan.recalled, usage_recorded=scan.usage_recorded)
-    proc = subprocess.Popen([sys.executable, "-m", "hivemem.search.hygiene"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    assert proc.stdin is not None
-    try:
-        pickle.dump((rest, ends, vectors is not None, moment, unused_days, embeddings, limit), proc.stdin)
-        for start in range(0, len(scan.rows), JOB_ROWS):
-            _send_rows(proc.stdin, scan.rows[start : start + JOB_ROWS], vectors)
-    except BrokenPipeError:
-        pass  # the worker died: its exit code and stderr below say why
-    result = _heard(proc)
-    assert proc.stderr is not None
-    err = proc.stderr.read()  # its output was read to the end; this waits for it to exit
-    proc.wait()
+    with subprocess.Popen([sys.executable, "-m", "hivemem.search.hygiene"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:  # fmt: skip
+        assert proc.stdin is not None and proc.stderr is not None
+        try:
+            pickle.dump((rest, ends, vectors is not None, moment, unused_days, embeddings, limit), proc.stdin)
+            for start in range(0, len(scan.rows), JOB_ROWS):
+                _send_rows(proc.stdin, scan.rows[start : start + JOB_ROWS], vectors)
+        except BrokenPipeError:
+            pass  # the worker died: its exit code and stderr below say why
+        result = _heard(proc)
+        err = proc.stderr.read()  # its output was read to the end; this waits for it to exit
     if proc.returncode != 0 or result is None:
         raise Failed("store", "the hygiene worker failed: " + err.decode("utf-8", "replace")[-500:])
     return result
