@@ -241,3 +241,19 @@ def test_every_value_shape_opens_a_capture_group_of_each_of_its_plugins_patterns
 def test_a_value_of_the_shape_is_still_found_in_any_case(text: str, kind: str) -> None:
     assert secrets.find(text) == kind
     assert secrets.find(f"notes about the key rotation\n  {text}\nand more text") == kind
+
+
+def test_the_literal_plan_finds_exactly_the_literals_a_text_holds() -> None:
+    """`present` skips a literal when a shorter one inside it is missing; it must agree with a plain search
+    for every literal, on texts made of the literals' own pieces, their separators and ordinary words."""
+    engine = secrets._engine()
+    rng = __import__("random").Random(11)
+    for words, lower in ((engine.lowercase, True), (engine.cased, False)):
+        steps = secrets.plan(words)
+        assert not lower or sum(len(gates) > 1 for _, gates, _ in steps) >= 10, "the plan gates too little"
+        pieces = [w[a:b] for w in words for a in range(len(w)) for b in range(a + 1, len(w) + 1)]
+        pieces += ["the", "ordinary", " ", "\n", "_", "-", "."]
+        for _ in range(400):
+            text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+            text = text.lower() if lower else text
+            assert secrets.present(steps, text) == {w for w in words if w in text}, text

@@ -425,30 +425,34 @@ class Engine:
         return plugin is not None and (h.is_likely_id_string(value, line, plugin) or h.is_indirect_reference(line))
 
 
-Plan = tuple[tuple[str, str | None, bool], ...]
+Plan = tuple[tuple[str, tuple[str, ...], bool], ...]
+GATES = ("_", "-", ".")  # separators inside many literals and absent from most prose: one search rules them all out
 
 
 def plan(words: tuple[str, ...]) -> Plan:
-    """The order in which `present` looks for `words`: (needle, parent, is a word), shortest first.
+    """The order in which `present` looks for `words`: (needle, gates, is a word), shortest first.
 
-    A needle's parent is its longest proper substring among the needles, so it is looked for only where its parent
-    was found: a text without `key` holds none of the twenty literals that contain it. Besides the words, two-letter
-    prefixes shared by three or more words are needles too (`gh`, `gl`, `db` ...). Exact: a text lacking a substring
-    of a word lacks the word."""
+    A needle's gates are the needles it contains (only the longest ones: a gate of a gate is implied), and it is
+    looked for only where every gate was found: a text without `key` holds none of the twenty literals that
+    contain it, and one without `_` none of the nineteen with an underscore. Besides the words, two-letter
+    prefixes shared by three or more words are needles too (`gh`, `gl`, `db` ...), and so are the separators of
+    GATES that three or more words hold. Exact: a text lacking a substring of a word lacks the word."""
     prefixes = Counter(w[:2] for w in words if len(w) > 2)
-    needles = sorted({*words, *(p for p, n in prefixes.items() if n >= 3)}, key=lambda w: (len(w), w))
-    out: list[tuple[str, str | None, bool]] = []
+    gates = {g for g in GATES if sum(g in w for w in words) >= 3}
+    needles = sorted({*words, *gates, *(p for p, n in prefixes.items() if n >= 3)}, key=lambda w: (len(w), w))
+    out: list[tuple[str, tuple[str, ...], bool]] = []
     for i, needle in enumerate(needles):
-        parents = [p for p in needles[:i] if len(p) < len(needle) and p in needle]
-        out.append((needle, max(parents, key=len) if parents else None, needle in words))
+        inside = [p for p in needles[:i] if len(p) < len(needle) and p in needle]
+        longest = tuple(p for p in inside if not any(p != q and p in q for q in inside))
+        out.append((needle, longest, needle in words))
     return tuple(out)
 
 
 def present(steps: Plan, text: str) -> set[str]:
-    """The words of a plan that occur in `text`, each a substring search, skipped where a substring is missing."""
-    found: set[str | None] = {None}
-    for needle, parent, _ in steps:
-        if parent in found and needle in text:
+    """The words of a plan that occur in `text`, each a substring search, skipped where a gate is missing."""
+    found: set[str] = set()
+    for needle, gates, _ in steps:
+        if found.issuperset(gates) and needle in text:
             found.add(needle)
     return {needle for needle, _, word in steps if word and needle in found}
 
