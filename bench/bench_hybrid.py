@@ -51,7 +51,7 @@ from hivemem.store.sqlite.memories import add
 WEIGHTS = (0.25, 0.5, 1.0)
 FLOORS = (0.0, 0.8, 0.83)
 DEFAULT = (0.25, 0.0)  # search.vector_weight, search.min_similarity shipped (docs/decisions.md)
-RECALL_DEFAULT = 0.85  # recall.min_similarity shipped for the local model
+RECALL_DEFAULT = 0.87  # recall.min_similarity shipped for the local model
 MAX_INPUT = 32768
 
 UNRELATED = [
@@ -249,16 +249,16 @@ def evaluate(store: Any, runtime: Runtime, by_memory: dict[int, list[str]], quer
 
 
 def recall_rows(name: str, store: Any, runtime: Runtime, by_memory: dict[int, list[str]],
-                queries: list[dict[str, Any]]) -> list[tuple[Any, ...]]:  # fmt: skip
+                queries: list[dict[str, Any]], floors: list[float]) -> list[tuple[Any, ...]]:  # fmt: skip
     """Recall with the shipped defaults, without and with the rule on words, embeddings off and on: the share
     of unrelated prompts that inject anything (and a vector-only record), and of questions whose gold memory
-    is among the records recalled."""
+    is among the records recalled. With embeddings on, once per recall.min_similarity of `floors`."""
     spaces = sorted({space_name(q["conversation"]) for q in queries})
     limits = Limits()
     rows: list[tuple[Any, ...]] = []
     for window, rule in ((None, "none (before)"), (recall_mod.NEAR_WINDOW, f"near {recall_mod.NEAR_WINDOW}")):
-        for embedded in (False, True):
-            store.limits = Limits(recall_min_similarity=RECALL_DEFAULT, vector_weight=DEFAULT[0],
+        for embedded, floor in [(False, RECALL_DEFAULT), *((True, f) for f in floors)]:
+            store.limits = Limits(recall_min_similarity=floor, vector_weight=DEFAULT[0],
                                   search_min_similarity=DEFAULT[1])  # fmt: skip
             any_hit = vector_only = trials = 0
             for space in spaces:
@@ -278,7 +278,7 @@ def recall_rows(name: str, store: Any, runtime: Runtime, by_memory: dict[int, li
                 got, _ = recall_mod.matching(store, q["query"], flt, limits.recall_prompt_limit, window)
                 gold = set(q["gold_ids"])
                 found += any(gold & set(by_memory[int(m["id"][1:])]) for m in got)
-            rows.append((name, rule, "on" if embedded else "off", trials, any_hit / trials, vector_only / trials,
+            rows.append((name, rule, f"on, floor {floor:g}" if embedded else "off", trials, any_hit / trials, vector_only / trials,
                          len(queries), found / len(queries)))  # fmt: skip
     return rows
 
@@ -289,6 +289,9 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
     parser.add_argument("--no-recall", action="store_true", help="skip the false-injection part")
     parser.add_argument("--cache", default=str(bl.OUT), help="folder for the embedding cache (default bench/out)")
+    parser.add_argument("--recall-floors", default=str(RECALL_DEFAULT),
+                        help=f"recall.min_similarity values to measure recall at (default {RECALL_DEFAULT})")
+    parser.add_argument("--recall-only", action="store_true", help="skip the search grid, measure recall only")
     args = parser.parse_args()
     root = bl.locomo_root()
     if root is None:
@@ -309,7 +312,7 @@ def main() -> int:
             store, by_memory, queries = load(name, root, cached, base, args.conversations)
             runtime.index = type(runtime.index)(cached.model)
             results: dict[str, tuple[list[int | None], list[float]]] = {}
-            for label, mode, limits in configs:
+            for label, mode, limits in configs if not args.recall_only else configs[:1] + configs[2:3]:
                 results[label] = evaluate(store, runtime, by_memory, queries, mode, limits)
                 r5, r10, mrr, ndcg = scores(results[label][0])
                 lat = results[label][1]
@@ -325,7 +328,8 @@ def main() -> int:
                     h5 = scores([results[default][0][i] for i in picked])
                     categories.append((name, cat, len(picked), f5[0], h5[0], f5[2], h5[2], f5[3], h5[3]))
             if not args.no_recall:
-                recalls += recall_rows(name, store, runtime, by_memory, queries)
+                floors = [float(f) for f in args.recall_floors.split(",")]
+                recalls += recall_rows(name, store, runtime, by_memory, queries, floors)
             store.close()
         print("\nEvery question, limit 10, one space per conversation (latency: in-process memory.search)")
         bl.table(("set", "list", "queries", "R@5", "R@10", "MRR@10", "nDCG@10", "p50 ms", "p99 ms"), rows)
@@ -333,7 +337,7 @@ def main() -> int:
         bl.table(("set", "category", "queries", "fts R@5", "hyb R@5", "fts MRR", "hyb MRR", "fts nDCG", "hyb nDCG"),
                  categories)  # fmt: skip
         if recalls:
-            print(f"\nRecall (limit 8, recall.min_similarity {RECALL_DEFAULT}): 100 unrelated prompts in every "
+            print(f"\nRecall (limit 8, recall.min_similarity {args.recall_floors}): 100 unrelated prompts in every "
                   "conversation's space, and every question in its own")  # fmt: skip
             bl.table(("set", "rule on words", "embeddings", "prompts", "inject any", "inject vector-only",
                       "questions", "gold recalled"), recalls)  # fmt: skip

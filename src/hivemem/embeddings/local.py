@@ -41,7 +41,7 @@ def _load_minilm() -> Callable[[list[str], bool], Any]:
 # similarity floors and the fusion weight measured for a model are its defaults when the config file does not
 # set them (bench/bench_hybrid.py, docs/decisions.md D122, D123). Other providers get the declared defaults.
 TUNED: dict[str, dict[str, float]] = {
-    E5: {"search.vector_weight": 0.25, "search.min_similarity": 0.0, "recall.min_similarity": 0.85},
+    E5: {"search.vector_weight": 0.25, "search.min_similarity": 0.0, "recall.min_similarity": 0.87},
 }
 
 
