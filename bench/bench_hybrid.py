@@ -278,7 +278,8 @@ def recall_rows(name: str, store: Any, runtime: Runtime, by_memory: dict[int, li
                 got, _ = recall_mod.matching(store, q["query"], flt, limits.recall_prompt_limit, window)
                 gold = set(q["gold_ids"])
                 found += any(gold & set(by_memory[int(m["id"][1:])]) for m in got)
-            rows.append((name, rule, f"on, floor {floor:g}" if embedded else "off", trials, any_hit / trials, vector_only / trials,
+            label = f"on, floor {floor:g}" if embedded else "off"
+            rows.append((name, rule, label, trials, any_hit / trials, vector_only / trials,
                          len(queries), found / len(queries)))  # fmt: skip
     return rows
 
