@@ -290,8 +290,11 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
     parser.add_argument("--no-recall", action="store_true", help="skip the false-injection part")
     parser.add_argument("--cache", default=str(bl.OUT), help="folder for the embedding cache (default bench/out)")
-    parser.add_argument("--recall-floors", default=str(RECALL_DEFAULT),
-                        help=f"recall.min_similarity values to measure recall at (default {RECALL_DEFAULT})")
+    parser.add_argument(
+        "--recall-floors",
+        default=str(RECALL_DEFAULT),
+        help=f"recall.min_similarity values to measure recall at (default {RECALL_DEFAULT})",
+    )
     parser.add_argument("--recall-only", action="store_true", help="skip the search grid, measure recall only")
     args = parser.parse_args()
     root = bl.locomo_root()
