@@ -87,34 +87,34 @@ def outcome(store: SQLiteStore, document: dict[str, Any], principal: Principal |
         return exc.code, exc.data.get("at"), exc.data.get("kind")
 
 
-SECRET = "key " + AKIA
+LEAKED = "key " + AKIA
 CASES: list[tuple[str, dict[str, Any]]] = [
-    ("first memory", {"memories": {0: {"content": SECRET}}}),
-    ("a middle memory", {"memories": {13: {"content": SECRET}}}),
-    ("the last memory", {"memories": {29: {"content": SECRET}}}),
-    ("two secrets", {"memories": {22: {"content": SECRET}, 7: {"title": SECRET}}}),
-    ("a tag and a source", {"memories": {5: {"source": SECRET}, 4: {"tags": ["a", "b"], "title": SECRET}}}),
+    ("first memory", {"memories": {0: {"content": LEAKED}}}),
+    ("a middle memory", {"memories": {13: {"content": LEAKED}}}),
+    ("the last memory", {"memories": {29: {"content": LEAKED}}}),
+    ("two secrets", {"memories": {22: {"content": LEAKED}, 7: {"title": LEAKED}}}),
+    ("a tag and a source", {"memories": {5: {"source": LEAKED}, 4: {"tags": ["a", "b"], "title": LEAKED}}}),
     ("an author label", {"memories": {17: {"author": {"principal": "g1", "label": AKIA}}}}),
-    ("provenance", {"memories": {26: {"provenance": {"kind": "file", "path": SECRET}}}}),
-    ("a bad member after a secret", {"memories": {10: {"content": SECRET}, 20: {"kind": "nope"}}}),
-    ("a bad member before a secret", {"memories": {10: {"kind": "nope"}, 20: {"content": SECRET}}}),
-    ("a secret and a bad member in one memory", {"memories": {12: {"content": SECRET, "kind": "nope"}}}),
+    ("provenance", {"memories": {26: {"provenance": {"kind": "file", "path": LEAKED}}}}),
+    ("a bad member after a secret", {"memories": {10: {"content": LEAKED}, 20: {"kind": "nope"}}}),
+    ("a bad member before a secret", {"memories": {10: {"kind": "nope"}, 20: {"content": LEAKED}}}),
+    ("a secret and a bad member in one memory", {"memories": {12: {"content": LEAKED, "kind": "nope"}}}),
     ("a bad member first in a memory with a secret", {"memories": {12: {"_whole": True, "id": "m13",
                                                                          "space": "user", "kind": "nope",
-                                                                         "content": SECRET}}}),
+                                                                         "content": LEAKED}}}),
     ("a secret first in a memory with a bad member", {"memories": {12: {"_whole": True, "id": "m13",
-                                                                         "space": "user", "content": SECRET,
+                                                                         "space": "user", "content": LEAKED,
                                                                          "kind": "nope"}}}),
-    ("a duplicate id after a secret", {"memories": {3: {"content": SECRET}, 25: {"id": "m1"}}}),
-    ("a secret in a relation and a memory", {"memories": {28: {"content": SECRET}},
+    ("a duplicate id after a secret", {"memories": {3: {"content": LEAKED}, 25: {"id": "m1"}}}),
+    ("a secret in a relation and a memory", {"memories": {28: {"content": LEAKED}},
                                              "relations": [{"source": "m1", "target": "m2", "relation": "related",
-                                                            "reason": SECRET}]}),
+                                                            "reason": LEAKED}]}),
     ("a secret in a relation", {"relations": [{"source": "m1", "target": "m2", "relation": "related",
-                                              "reason": SECRET}]}),
-    ("a bad relation and a secret", {"memories": {28: {"content": SECRET}},
+                                              "reason": LEAKED}]}),
+    ("a bad relation and a secret", {"memories": {28: {"content": LEAKED}},
                                      "relations": [{"source": "m1", "target": "m99", "relation": "related"}]}),
-    ("a secret in a session", {"memories": {2: {"content": SECRET}},
-                               "sessions": [{"session": "s1", "harness": "codex", "cwd": "/x/" + SECRET,
+    ("a secret in a session", {"memories": {2: {"content": LEAKED}},
+                               "sessions": [{"session": "s1", "harness": "codex", "cwd": "/x/" + LEAKED,
                                              "started": "2026-10-01T00:00:00.000Z"}]}),
     ("clean", {}),
     ("duplicates and a deleted memory", {"memories": {6: {"content": "memory number 2", "space": "project/x"},
@@ -194,7 +194,7 @@ def test_nothing_is_written_before_it_is_scanned(store: Any, split: None,
     assert outcome(store, doc(30))["planned"]["add"] == 30
     assert len(written) == 8
     assert all(cleared >= end for cleared, end in written), written
-    assert outcome(store, doc(30, memories={29: {"content": "new " + SECRET}}))[0] == "invalid_params.secret_content"
+    assert outcome(store, doc(30, memories={29: {"content": "new " + LEAKED}}))[0] == "invalid_params.secret_content"
 
 
 def test_a_failed_or_stalled_worker_leaves_the_scan_to_the_daemon(
@@ -207,7 +207,7 @@ def test_a_failed_or_stalled_worker_leaves_the_scan_to_the_daemon(
     for command, args in commands:
         monkeypatch.setattr(transfer_scan.sys, "executable", command)
         monkeypatch.setattr(transfer_scan, "COMMAND", args)
-        assert outcome(store, doc(12, memories={7: {"content": SECRET}})) == (
+        assert outcome(store, doc(12, memories={7: {"content": LEAKED}})) == (
             "invalid_params.secret_content",
             "/memories/7/content",
             "aws-access-key",
@@ -221,5 +221,5 @@ def test_a_denied_space_waits_for_the_scan(store: SQLiteStore, split: None) -> N
     grants = ({"right": "write", "scope": "space:user"}, {"right": "read", "scope": "space:user"})
     added = ops.dispatch(store, owner(), "client.add", {"name": "writer", "grants": list(grants)})
     writer = Principal(added["principal"], "writer", grants)
-    assert outcome(store, doc(20, memories={15: {"content": SECRET}}), writer)[0] == "invalid_params.secret_content"
+    assert outcome(store, doc(20, memories={15: {"content": LEAKED}}), writer)[0] == "invalid_params.secret_content"
     assert outcome(store, doc(20), writer)[0].startswith("denied.")
