@@ -16,7 +16,7 @@ from hivemem.manifest import BY_NAME, Verb
 from hivemem.params import validate
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
-from hivemem.store import files
+from hivemem.store import files, transfer_scan
 from hivemem.store import transfer_check as documents
 from hivemem.store.base import Store, Visible
 from hivemem.store.filters import Filter
@@ -462,13 +462,28 @@ def export(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str
 
 
 def import_(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:
-    """Validate the whole document, check write on every target space, then plan or apply it in one transaction."""
-    doc = documents.document(documents.read(p["path"]), store.limits.max_content_bytes, p.get("space_map") or {})
-    for space in sorted({m["space"] for m in doc.memories}):
-        _write_space(principal, space)
-    if doc.sessions and not session_scope(principal, "write")[0]:
-        raise denied(principal, "write", "session:*")
-    return store.operations.import_document(principal, doc, p["dry_run"])
+    """Validate the whole document, check write on every target space, then plan or apply it in one transaction.
+
+    A large document's memories are scanned for secrets while it is applied (transfer_scan, D201): any other
+    error waits for the scan, so a document is refused for its own first problem before anything else."""
+    text = documents.read_bytes(p["path"])
+    limit = store.limits.max_content_bytes
+    scan = transfer_scan.start(text, limit)
+    try:
+        doc = documents.document(documents.parse(text), limit, p.get("space_map") or {}, scan)
+        del text
+        try:
+            for space in sorted({m["space"] for m in doc.memories}):
+                _write_space(principal, space)
+            if doc.sessions and not session_scope(principal, "write")[0]:
+                raise denied(principal, "write", "session:*")
+            return store.operations.import_document(principal, doc, p["dry_run"])
+        except Exception:
+            doc.settle()
+            raise
+    finally:
+        if scan is not None:
+            scan.close()
 
 
 def check_store(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:

@@ -43,14 +43,22 @@ TYPES: dict[str, Callable[[Any], bool]] = {
 
 
 def nbytes(text: str) -> int:
-    return len(text.encode("utf-8"))
+    return len(text) if text.isascii() else len(text.encode("utf-8"))  # isascii is a flag read, not a scan
 
 
 def has_control(text: str, allowed: str = "") -> bool:
     """Whether `text` holds a Unicode Cc character (U+0000-U+001F, U+007F-U+009F) not in `allowed`."""
+    if text.isascii():  # its only Cc characters are bytes 0-31 and 127: one C pass deletes them (isprintable
+        raw = text.encode("ascii")  # looks each character up in the Unicode database)
+        return len(raw.translate(None, _ascii_controls(allowed))) != len(raw)
     if text.isprintable():  # no category C or Z character at all: the usual text, checked in C
         return False
     return _controls(allowed).search(text) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _ascii_controls(allowed: str) -> bytes:
+    return bytes(c for c in [*range(0x20), 0x7F] if chr(c) not in allowed)
 
 
 @functools.lru_cache(maxsize=8)
@@ -63,6 +71,8 @@ def _controls(allowed: str) -> re.Pattern[str]:
 def check_encoding(value: Any, param: str) -> None:
     """Refuse lone surrogates anywhere in a value (they are not valid UTF-8)."""
     if isinstance(value, str):
+        if value.isascii():  # no surrogate in it, known without encoding it
+            return
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:

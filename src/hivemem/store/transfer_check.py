@@ -7,16 +7,17 @@ imported memory obeys every bound a new one does, secret scanning included. The 
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from hivemem import progress, secrets
 from hivemem.errors import HivememError, InvalidParams
 from hivemem.manifest import BY_NAME, STATUSES, Param
-from hivemem.params import check
+from hivemem.params import check, no_secret
 
 FORMAT, VERSION = "hivemem.export", 1
 RELATIONS = ("supersedes", "contradicts", "related", "duplicates", "derived_from")
@@ -69,15 +70,50 @@ BY_PARAMS = {  # the principal objects {principal, label?}; only the author's la
 }
 
 
+class Scan(Protocol):
+    """The secret scan of a document's memories when it runs beside the daemon's own checks (D201): the
+    memories are checked for everything else first, and for secrets while the import goes on."""
+
+    def bind(self, items: list[Any], limit: int) -> None:
+        """The memories as parsed (the daemon's own copy), once every other check of theirs has passed."""
+
+    def clear(self, stop: int) -> None:
+        """Return once memories [0, stop) are scanned and hold no secret; else raise the document's first
+        problem (a secret there or anywhere: the whole document is settled first)."""
+
+    def finish(self) -> None:
+        """Return once every memory is scanned and none holds a secret; else raise the first one found."""
+
+
+class Scanned:
+    """The scan of a document checked whole in this process: nothing is left to wait for."""
+
+    def bind(self, items: list[Any], limit: int) -> None:
+        pass
+
+    def clear(self, stop: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
 @dataclass
 class Document:
-    """A validated document: its items, and the session numbers given to its sessions while it is applied."""
+    """A validated document: its items, the session numbers given to its sessions while it is applied, and
+    the secret scan of its memories, which may still be running (`scan`; D201)."""
 
     store_id: str
     memories: list[dict[str, Any]]
     relations: list[dict[str, Any]]
     sessions: list[dict[str, Any]]
     session_ids: dict[str, int] = field(default_factory=dict)
+    scan: Scan = field(default_factory=Scanned)
+
+    def settle(self) -> None:
+        """Raise the document's first problem if it has one (called before any other error is reported, so
+        that a refused document is refused for its own first problem, as when it was checked whole first)."""
+        self.scan.finish()
 
 
 def pointer(*parts: Any) -> str:
@@ -90,13 +126,22 @@ def bad(at: str, why: str) -> InvalidParams:
 
 def read(path: str) -> Any:
     """The parsed document at `path` (absolute); one that cannot be read or parsed is refused."""
+    return parse(read_bytes(path))
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of the document at `path` (absolute); one that cannot be read is refused."""
     if not os.path.isabs(path):
         raise InvalidParams("path", f"{path} is not an absolute path", param="path")
     try:
         with open(path, "rb") as f:
-            text = f.read()
+            return f.read()
     except OSError as exc:
         raise InvalidParams("path", f"cannot read {path}: {exc.strerror}", param="path", path=path) from None
+
+
+def parse(text: bytes) -> Any:
+    """The document's JSON value; a document that is not JSON is refused."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -107,8 +152,13 @@ def read(path: str) -> Any:
         raise bad("", f"it is not JSON ({exc})") from None
 
 
-def document(doc: Any, max_content_bytes: int, space_map: dict[str, str]) -> Document:
-    """The checked document with `space_map` applied; the first problem raises (nothing is written before)."""
+def document(doc: Any, max_content_bytes: int, space_map: dict[str, str], scan: Scan | None = None) -> Document:
+    """The checked document with `space_map` applied; the first problem raises (nothing is written before).
+
+    With `scan`, the memories are checked here for everything but secrets, and `scan` looks for those while
+    the document is applied (D201). The first problem is still the one a whole check finds: a problem of a
+    memory here is raised only after the memories before it have been scanned in this process, and a problem
+    of the relations (which follow the memories) only once `scan` has finished."""
     if not isinstance(doc, dict):
         raise bad("", "it must be a JSON object")
     if doc.get("format") != FORMAT:
@@ -125,9 +175,30 @@ def document(doc: Any, max_content_bytes: int, space_map: dict[str, str]) -> Doc
         _member(_stamp("exported"), doc["exported"], "/exported", max_content_bytes)
     items = {key: _array(doc, key) for key in ("memories", "relations", "sessions")}
     sessions = _sessions(items["sessions"], max_content_bytes)
-    memories = _memories(items["memories"], max_content_bytes, {s["session"] for s in sessions}, space_map)
+    session_ids = {s["session"] for s in sessions}
+    if scan is not None:
+        return _scanned_beside(doc, items, sessions, max_content_bytes, space_map, scan)
+    memories = _memories(items["memories"], max_content_bytes, session_ids, space_map)
     relations = _relations(items["relations"], max_content_bytes, {m["id"] for m in memories})
     return Document(doc["store_id"], memories, relations, sessions)
+
+
+def _scanned_beside(doc: dict[str, Any], items: dict[str, list[Any]], sessions: list[dict[str, Any]], limit: int,
+                    space_map: dict[str, str], scan: Scan) -> Document:  # fmt: skip
+    """`document`'s memories and relations when `scan` looks for the memories' secrets (D201)."""
+    session_ids = {s["session"] for s in sessions}
+    try:
+        memories = _memories(items["memories"], limit, session_ids, space_map, scanned=False)
+    except HivememError:
+        _memories(items["memories"], limit, session_ids, space_map)  # a secret before the problem comes first
+        raise
+    scan.bind(items["memories"], limit)
+    try:
+        relations = _relations(items["relations"], limit, {m["id"] for m in memories})
+    except HivememError:
+        scan.finish()  # the memories come before the relations
+        raise
+    return Document(doc["store_id"], memories, relations, sessions, scan=scan)
 
 
 def _array(doc: dict[str, Any], key: str) -> list[Any]:
@@ -137,7 +208,8 @@ def _array(doc: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
-def _item(item: Any, at: str, rules: dict[str, Param], required: tuple[str, ...], limit: int) -> dict[str, Any]:
+def _item(item: Any, at: str, rules: dict[str, Param], required: tuple[str, ...], limit: int,
+          scanned: bool = True) -> dict[str, Any]:  # fmt: skip
     if not isinstance(item, dict):
         raise bad(at, "each item must be an object")
     out: dict[str, Any] = {}
@@ -145,7 +217,7 @@ def _item(item: Any, at: str, rules: dict[str, Param], required: tuple[str, ...]
         rule = rules.get(key)
         if rule is None:
             raise bad(pointer_in(at, key), "unknown member")
-        out[key] = _member(rule, value, at, limit, key)
+        out[key] = _member(rule, value, at, limit, key, scanned)
     for key in required:
         if key not in out:
             raise bad(pointer_in(at, key), f"{key} is required")
@@ -156,25 +228,59 @@ def pointer_in(at: str, *parts: Any) -> str:
     return at + pointer(*parts)
 
 
-def _member(rule: Param, value: Any, at: str, limit: int, key: str | None = None) -> Any:
-    """One member checked by its param's rules; the error says where (`at`, or member `key` of the item at `at`:
-    that pointer is built only for an error), and a secret stays a secret refusal."""
+def _member(rule: Param, value: Any, at: str, limit: int, key: str | None = None, scanned: bool = True) -> Any:
+    """One member checked by its param's rules (without the secret scan when not `scanned`); the error says
+    where (`at`, or member `key` of the item at `at`: that pointer is built only for an error), and a secret
+    stays a secret refusal."""
     if rule.type == "object" and rule.name in ("author", "updated_by", "reported_by"):
-        here = at if key is None else pointer_in(at, key)
+        here = at if key is None else f"{at}/{key}"  # pointer_in(at, key): a rule's name has nothing to escape
         by = _item(value, here, BY_PARAMS, ("principal",), limit)
-        if rule.name == "author" and _has_secret(str(by.get("label", ""))):
+        if scanned and rule.name == "author" and _has_secret(str(by.get("label", ""))):
             _member(AUTHOR_LABEL, by["label"], pointer_in(here, "label"), limit)  # raises the refusal
         return by
     if rule.name == "provenance" and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in DAEMON_ONLY}
+    if rule.scanned and not scanned:
+        rule = _unscanned(rule)
     try:
         return check(rule, value, limit)
     except HivememError as exc:
         here = at if key is None else pointer_in(at, key)
         if exc.code == "invalid_params.secret_content":
-            raise InvalidParams("secret_content", f"{here} contains a secret ({exc.data.get('kind')}); nothing was "
-                                "imported", at=here, param="path", kind=exc.data.get("kind")) from None  # fmt: skip
+            raise _secret(here, exc) from None
         raise bad(here, exc.message) from None
+
+
+def _secret(here: str, exc: HivememError) -> InvalidParams:
+    return InvalidParams("secret_content", f"{here} contains a secret ({exc.data.get('kind')}); nothing was imported",
+                         at=here, param="path", kind=exc.data.get("kind"))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _unscanned(rule: Param) -> Param:
+    """The rule without its secret scan (every other check is the same)."""
+    out = copy.copy(rule)
+    out.scanned = False
+    return out
+
+
+def scan_memories(items: list[Any], start: int, stop: int, limit: int) -> None:
+    """Scan memories [start, stop) of a document whose every other check has passed: the first secret, in the
+    order a whole check meets them, raises its refusal (`invalid_params.secret_content` with `data.at`), the
+    one `_member` raises (the other checks of a member come before its scan, and they pass here)."""
+    for i in range(start, stop):
+        at = f"/memories/{i}"
+        for key, value in items[i].items():
+            if key == "author":
+                if _has_secret(str(value.get("label", ""))):
+                    _member(AUTHOR_LABEL, value["label"], f"{at}/author/label", limit)  # raises the refusal
+            elif MEMORY[key].scanned:
+                if key == "provenance" and isinstance(value, dict):
+                    value = {k: v for k, v in value.items() if k not in DAEMON_ONLY}
+                try:
+                    no_secret(key, value)
+                except HivememError as exc:
+                    raise _secret(f"{at}/{key}", exc) from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -204,13 +310,14 @@ def _sessions(items: list[Any], limit: int) -> list[dict[str, Any]]:
     return out
 
 
-def _memories(items: list[Any], limit: int, session_ids: set[str], space_map: dict[str, str]) -> list[dict[str, Any]]:
+def _memories(items: list[Any], limit: int, session_ids: set[str], space_map: dict[str, str],
+              scanned: bool = True) -> list[dict[str, Any]]:  # fmt: skip
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
         progress.every("checking", i + 1, len(items))
-        at = pointer("memories", i)
-        m = _item(item, at, MEMORY, ("id", "space", "content"), limit)
+        at = f"/memories/{i}"  # pointer("memories", i): nothing in it to escape
+        m = _item(item, at, MEMORY, ("id", "space", "content"), limit, scanned)
         _unique(at, "id", seen, m["id"])
         if m.get("session") is not None and m["session"] not in session_ids:
             raise bad(pointer_in(at, "session"), f"{m['session']} is not among the document's sessions")

@@ -35,6 +35,8 @@ def mid(memory: int) -> str:
 
 def sha256(content: str) -> bytes:
     """SHA-256 of the NFC form: two spellings that differ only in normalization are one memory (SPEC 2.4)."""
+    if content.isascii():  # ASCII text is its own NFC form
+        return hashlib.sha256(content.encode("ascii")).digest()
     return hashlib.sha256(unicodedata.normalize("NFC", content).encode("utf-8")).digest()
 
 
@@ -46,7 +48,10 @@ _ASCII_KEY = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <=
 def capture_key(content: str) -> str:
     """NFKC, casefold, each run of non-alphanumerics one space, trimmed (SPEC 2.4)."""
     if content.isascii():  # the same key, without a regex pass over the whole text
-        return " ".join(content.encode("ascii").translate(_ASCII_KEY).decode("ascii").split())
+        spaced = content.encode("ascii").translate(_ASCII_KEY).decode("ascii")
+        if "  " not in spaced and spaced[:1] != " " and spaced[-1:] != " ":
+            return spaced  # already single-spaced: what the split and join below would give
+        return " ".join(spaced.split())
     return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", content).casefold()).strip()
 
 
@@ -154,9 +159,30 @@ def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], act
 
 def _version_row(f: dict[str, Any], action: str, actor: Principal) -> tuple[Any, ...]:
     """A memory_versions row for revision f["revision"], its content kept in the memory's row (stored as '')."""
-    meta = {k: (json.loads(f[k]) if k == "provenance" and f[k] else f[k]) for k in META}
-    return (f["id"], f["revision"], action, f["kind"], f["title"], "", f["tags"], f["status"],
-            json.dumps(meta, sort_keys=True), actor.id, actor.label, f["updated"])  # fmt: skip
+    return (f["id"], f["revision"], action, f["kind"], f["title"], "", f["tags"], f["status"], _meta_of(f),
+            actor.id, actor.label, f["updated"])  # fmt: skip
+
+
+def _meta_of(f: dict[str, Any]) -> str:
+    """A version's `meta`: the fields of META, provenance as an object."""
+    return json.dumps({k: (json.loads(f[k]) if k == "provenance" and f[k] else f[k]) for k in META}, sort_keys=True)
+
+
+_ascii = json.encoder.encode_basestring_ascii
+
+
+def _meta(f: dict[str, Any]) -> str:
+    """The `meta` of `_version_row(f, ...)`, written from pieces in its sorted key order (json.dumps's spacing,
+    ASCII escapes): the stored provenance is already that JSON when it is ASCII, so it is not parsed again."""
+    prov = f["provenance"]
+    if prov is not None and not prov.isascii():
+        return _meta_of(f)
+    text = [_ascii(v) if v is not None else "null" for v in (f["confidence_state"], f["expires_at"],
+                                                              f["review_after"], f["source"])]  # fmt: skip
+    return (
+        f'{{"confidence": {float.__repr__(f["confidence"])}, "confidence_state": {text[0]}, "expires_at": '
+        f'{text[1]}, "provenance": {prov or "null"}, "review_after": {text[2]}, "source": {text[3]}}}'
+    )
 
 
 def _default_review(limits: Limits, kind: str, at: str) -> str | None:
@@ -213,7 +239,7 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
 
 
 EVENTS = {"add": "memory.added", "capture": "memory.captured", "move": "memory.moved", "import": "memory.imported"}
-New = tuple[dict[str, Any], bytes, int | None, str, dict[str, Any] | None]
+New = tuple[dict[str, Any], bytes, int | None, str, dict[str, Any] | audit.Compact | None]
 """A memory for `insert_many`: (params as `insert` takes them, SHA-256 of its content, session, status, data)."""
 
 
@@ -228,12 +254,13 @@ def insert_many(conn: apsw.Connection, limits: Limits, actor: Principal, items: 
                              "coalesce((SELECT max(id) FROM memories), 0))") or 0) + 1  # fmt: skip
     rows, versions = [], []
     events: list[audit.Pending] = []
+    event = EVENTS[action]
     for n, (p, digest, session, status, data) in enumerate(items, start=first):
         f = _new(limits, p, status, action, at)
-        f["id"] = n
         rows.append((n, *_row(f, digest, actor.id, actor.label, actor, session, at)))
-        versions.append(_version_row(f, action, actor))
-        events.append((EVENTS[action], f["space"], n, session, 1, data))
+        versions.append((n, 1, action, f["kind"], f["title"], "", f["tags"], f["status"], _meta(f), actor.id,
+                         actor.label, at))  # fmt: skip  # what _version_row gives (tests/test_bulk_encoding.py)
+        events.append((event, f["space"], n, session, 1, data))
     conn.executemany(
         "INSERT INTO memories(id, space, kind, title, content, content_sha256, capture_key, tags, status, source, "
         "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
@@ -275,8 +302,18 @@ def live_duplicate(conn: apsw.Connection, space: str, content: str) -> int | Non
     return int(dup[0]) if dup else None
 
 
+# json.dumps(v, sort_keys=True, ensure_ascii=False), without building an encoder per call
+_sorted = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
+class Encoded(str):
+    """A provenance already written as `_json` writes it (a bulk caller encodes each one once)."""
+
+
 def _json(value: Any) -> str | None:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False) if value else None
+    if type(value) is Encoded:
+        return str(value)
+    return _sorted(value) if value else None
 
 
 def _check_revision(memory: int, current: int, given: int) -> None:

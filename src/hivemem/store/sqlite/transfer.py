@@ -67,8 +67,7 @@ def _write_document(conn: apsw.Connection, out: files.Output, keep: Keep, spaces
     return len(ids), seen
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # compact, as written and as measured
 
 
 def _where(spaces: list[str] | None, include_deleted: bool) -> tuple[str, list[Any]]:
@@ -117,17 +116,18 @@ class Plan:
     counts: dict[str, int]
     adds: list[tuple[dict[str, Any], bytes]]
     same: dict[str, int | str]
+    ends: list[int]  # for each memory to add, how many of the document's memories end with it
 
 
 def plan(conn: apsw.Connection, doc: Document) -> Plan:
     """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and what it would add."""
-    out = Plan({"add": 0, "duplicate": 0, "skip": 0}, [], {})
-    live = [m for m in doc.memories if not m.get("deleted")]
+    out = Plan({"add": 0, "duplicate": 0, "skip": 0}, [], {}, [])
+    live = [(n, m) for n, m in enumerate(doc.memories, 1) if not m.get("deleted")]
     out.counts["skip"] = len(doc.memories) - len(live)
-    keys = [(m["space"], memories.sha256(m["content"])) for m in live]
+    keys = [(m["space"], memories.sha256(m["content"])) for _, m in live]
     stored = _stored(conn, keys)
     first: dict[tuple[str, bytes], str] = {}
-    for m, key in zip(live, keys, strict=True):
+    for (n, m), key in zip(live, keys, strict=True):
         earlier = stored.get(key) or first.get(key)
         if earlier is not None:
             out.same[m["id"]] = earlier
@@ -135,6 +135,7 @@ def plan(conn: apsw.Connection, doc: Document) -> Plan:
         else:
             first[key] = m["id"]
             out.adds.append((m, key[1]))
+            out.ends.append(n)
             out.counts["add"] += 1
     return out
 
@@ -148,6 +149,7 @@ def _stored(conn: apsw.Connection, keys: list[tuple[str, bytes]]) -> dict[tuple[
 
 
 def dry_run(conn: apsw.Connection, doc: Document) -> dict[str, Any]:
+    doc.scan.finish()
     with snapshot(conn):
         return {"planned": plan(conn, doc).counts, "applied": False}
 
@@ -167,10 +169,12 @@ def apply(conn: apsw.Connection, limits: Limits, actor: Principal, doc: Document
         total = len(planned.adds)
         for start in range(0, total, BATCH):
             batch = planned.adds[start : start + BATCH]
+            doc.scan.clear(planned.ends[start + len(batch) - 1])  # nothing is written before it is scanned
             items = [_new_memory(m, digest, session_ids.get(m.get("session", "")), doc) for m, digest in batch]
             added = memories.insert_many(conn, limits, actor, items, "import")
             ids.update(zip((m["id"] for m, _ in batch), added, strict=True))
             progress.report("writing", start + len(batch), total)
+        doc.scan.finish()
         for key, earlier in planned.same.items():
             ids[key] = earlier if isinstance(earlier, int) else ids[earlier]
         for r in doc.relations:
@@ -213,8 +217,9 @@ def _import_session(conn: apsw.Connection, actor: Principal, s: dict[str, Any], 
 def _new_memory(m: dict[str, Any], digest: bytes, session: int | None, doc: Document) -> memories.New:
     p = {k: m[k] for k in ("space", "kind", "title", "content", "tags", "source", "confidence", "confidence_state",
                            "review_after", "expires_at") if m.get(k) is not None}  # fmt: skip
-    p["provenance"] = provenance(m, doc.store_id)
-    data = {"original_id": m["id"], "original_store": doc.store_id}
+    p["provenance"] = memories.Encoded(_provenance_text(m, doc.store_id))
+    # {"original_id": ..., "original_store": ...} as audit writes it (sorted, compact), from pieces
+    data = audit.Compact(f'{{"original_id":{_json(m["id"])},"original_store":{_json(doc.store_id)}}}')
     return p, digest, session, m.get("status", "active"), data
 
 
@@ -224,14 +229,31 @@ PROVENANCE_BYTES = 2048
 def provenance(m: dict[str, Any], original_store: str) -> dict[str, Any]:
     """`kind: import` with the original store, id and author label; the claim's other members are kept while
     the whole stays within its bound (SPEC 2.3)."""
+    merged, origin = _provenances(m, original_store)
+    return merged if _fits(merged) else origin
+
+
+def _provenances(m: dict[str, Any], original_store: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The provenance with the claim's members, and without them."""
     author = m.get("author", {})
     origin = {"kind": "import", "surface": "import", "original_store": original_store, "original_id": m["id"],
               "original_author": str(author.get("label") or author.get("principal") or "")}  # fmt: skip
     claim = {k: v for k, v in (m.get("provenance") or {}).items() if k not in origin}
-    merged = {**claim, **origin}
-    if len(json.dumps(merged, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) > PROVENANCE_BYTES:
-        return origin
-    return merged
+    return {**claim, **origin}, origin
+
+
+def _fits(value: dict[str, Any]) -> bool:
+    return len(_json(value).encode("utf-8")) <= PROVENANCE_BYTES
+
+
+def _provenance_text(m: dict[str, Any], original_store: str) -> str:
+    """`provenance(m, original_store)` as the memories row stores it (memories._json), encoded once: the stored
+    form, with its spaces, is never shorter than the compact one the bound is measured on."""
+    merged, origin = _provenances(m, original_store)
+    text = memories._sorted(merged)
+    if (len(text) if text.isascii() else len(text.encode("utf-8"))) <= PROVENANCE_BYTES or _fits(merged):
+        return text
+    return memories._sorted(origin)
 
 
 def _import_relation(conn: apsw.Connection, actor: Principal, source: int, target: int, r: dict[str, Any],
