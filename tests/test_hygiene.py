@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import struct
 import threading
 from typing import Any
 
@@ -258,6 +259,39 @@ def test_vector_duplicates_with_embeddings_on(home: Home) -> None:
             assert report["embeddings"] == "http"
             (dup,) = of_kind(report, "duplicate")
             assert dup["memories"] == [a, b] and dup["similarity"] >= 0.95 and "vector similarity" in dup["reason"]
+        finally:
+            client.close()
+
+
+def test_vector_duplicates_in_a_report_read_page_by_page(home: Home) -> None:
+    """A report large enough for the worker process reads its memories and their vectors a page at a time
+    (D221, D223): pairs whose two halves sit thousands of ids apart, in different pages, are still compared."""
+    pairs = 3000
+    firsts = [(f"pair/{i}", f"alpha number {i}") for i in range(pairs)]
+    seconds = [(f"pair/{i}", f"omega beta {i}") for i in range(pairs)]
+    with running() as stub:
+        home.config(stub.config())
+        ids = direct(home, firsts + seconds)
+        same = set(range(0, pairs, 500))  # these pairs share one vector; the others' two vectors are orthogonal
+        conn = apsw.Connection(home.paths.store)
+        try:
+            with conn:
+                for i, (a, b) in enumerate(zip(ids[:pairs], ids[pairs:], strict=True)):
+                    for memory, vector in ((a, (1.0, 0.0)), (b, (1.0, 0.0) if i in same else (0.0, 1.0))):
+                        blob = struct.pack("<8f", *vector, *[0.0] * 6)
+                        conn.execute("INSERT INTO memory_vectors(memory, model, embedding) VALUES (?, 'stub-a', ?)",
+                                     (int(memory[1:]), blob))  # fmt: skip
+        finally:
+            conn.close()
+        client = home.client()
+        try:
+            assert client.call("store.status")["pending"] == 0
+            report = hygiene(client, limit=100)
+            assert report["memories"] == 2 * pairs and report["embeddings"] == "http"
+            found = of_kind(report, "duplicate")
+            assert sorted(f["memories"][0] for f in found) == sorted(ids[i] for i in same)
+            assert all("vector similarity" in f["reason"] for f in found)
+            assert report["counts"]["duplicate"] == len(same) and report["counts"]["near_duplicate"] == 0
         finally:
             client.close()
 

@@ -6,6 +6,7 @@ serves every verb.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -269,18 +270,20 @@ def hygiene(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[st
 
     flt = _filter(store, principal, {"spaces": p.get("spaces")}, status=None)
     runtime = store.embeddings
-    with store.search.snapshot():
-        scan = store.governance.hygiene(flt)
-        stored = store.vectors.load(str(runtime.model)) if runtime is not None else None
-    vectors = None
-    if stored is not None:
-        import numpy as np
-
-        wanted = {r.id for r in scan.rows}
-        vectors = {m: np.frombuffer(blob, dtype="<f4") for m, _, blob in stored if m in wanted}
     can_read: Callable[[str, int], bool] = lambda space, memory: principal.can("read", space, memory)  # noqa: E731
     kind = "off" if runtime is None else str(runtime.kind)
-    return report(scan, can_read, vectors, unused_days=p["unused_days"], limit=p["limit"], embeddings=kind)
+    with contextlib.ExitStack() as reading:  # one snapshot for the rows and their vectors, read in pieces
+        reading.enter_context(store.search.snapshot())
+        scan = store.governance.hygiene(flt)
+        fetch = None if runtime is None else _vector_reader(store, str(runtime.model))
+        return report(scan, can_read, fetch, unused_days=p["unused_days"], limit=p["limit"], embeddings=kind,
+                      read=reading.close)  # fmt: skip
+
+
+def _vector_reader(store: Store, model: str) -> Callable[[list[int]], dict[int, Any]]:
+    import numpy as np
+
+    return lambda ids: {m: np.frombuffer(blob, dtype="<f4") for m, _, blob in store.vectors.load(model, ids)}
 
 
 def challenge(store: Store, principal: Principal, p: dict[str, Any]) -> Mapping[str, Any]:

@@ -51,6 +51,7 @@ SCAN_ROWS = 200  # rows scanned as one text (measured: a third of the time of on
 
 CanRead = Callable[[str, int], bool]
 Vectors = dict[int, Any]  # memory id -> unit vector (a NumPy array)
+Fetch = Callable[[list[int]], Vectors]  # the vectors of these memories (those that have one)
 
 
 def words(key: str) -> frozenset[str]:
@@ -367,25 +368,56 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def report(scan: Scan, can_read: CanRead, vectors: Vectors | None, *, unused_days: int, limit: int,
-           embeddings: str, now: datetime | None = None) -> dict[str, Any]:  # fmt: skip
+def report(scan: Scan, can_read: CanRead, fetch: Fetch | None, *, unused_days: int, limit: int,
+           embeddings: str, now: datetime | None = None,
+           read: Callable[[], None] = lambda: None) -> dict[str, Any]:  # fmt: skip
     """The memory.hygiene result for one scan: in this process for a small scan, else in a worker process at
     low CPU priority, so that the daemon's writer never waits on this thread for the interpreter lock or for
-    a core (docs/decisions.md D173)."""
+    a core (docs/decisions.md D173).
+
+    The memories of a large scan are handed to the worker a page at a time as `scan.pages` yields them, each
+    with its vectors from `fetch` (None: embeddings are off), and not kept here: at 100k memories of 384-wide
+    vectors, holding them all would cost the daemon about 116 MB of rows and 154 MB of blobs (D221, D223).
+    `read` is called once the last page is read (the caller's snapshot can end)."""
     moment = now or datetime.now(UTC)
+    pages = iter(scan.pages)
+    for page in pages:  # enough to know which way the report goes
+        scan.rows.extend(page)
+        if len(scan.rows) >= WORKER_MIN_ROWS:
+            break
     if len(scan.rows) < WORKER_MIN_ROWS:
+        vectors = None if fetch is None else _vectors(fetch, scan.rows)
+        read()
         return Report(scan, can_read, vectors, moment, unused_days, embeddings).run(limit)
+    return _in_worker(scan, pages, can_read, fetch, (moment, unused_days, embeddings, limit), read)
+
+
+def _vectors(fetch: Fetch, rows: Sequence[Row]) -> Vectors:
+    out: Vectors = {}
+    for start in range(0, len(rows), JOB_ROWS):
+        out.update(fetch([r.id for r in rows[start : start + JOB_ROWS]]))
+    return out
+
+
+def _in_worker(scan: Scan, pages: Iterator[list[Row]], can_read: CanRead, fetch: Fetch | None,
+               job: tuple[datetime, int, str, int], read: Callable[[], None]) -> dict[str, Any]:  # fmt: skip
     ends = {e.id for r in scan.relations for e in (r.source, r.target) if e.space and can_read(e.space, e.id)}
     rest = Scan(relations=scan.relations, recalled=scan.recalled, usage_recorded=scan.usage_recorded)
+    moment, unused_days, embeddings, limit = job
     with subprocess.Popen([sys.executable, "-m", "hivemem.search.hygiene"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:  # fmt: skip
         assert proc.stdin is not None and proc.stderr is not None
         try:
-            pickle.dump((rest, ends, vectors is not None, moment, unused_days, embeddings, limit), proc.stdin)
-            for start in range(0, len(scan.rows), JOB_ROWS):
-                _send_rows(proc.stdin, scan.rows[start : start + JOB_ROWS], vectors)
+            pickle.dump((rest, ends, fetch is not None, moment, unused_days, embeddings, limit), proc.stdin)
+            head, scan.rows = scan.rows, []
+            _send_rows(proc.stdin, head, fetch)
+            del head  # each page is freed once it is sent
+            for page in pages:
+                _send_rows(proc.stdin, page, fetch)
         except BrokenPipeError:
             pass  # the worker died: its exit code and stderr below say why
+        finally:
+            read()
         result = _heard(proc)
         err = proc.stderr.read()  # its output was read to the end; this waits for it to exit
     if proc.returncode != 0 or result is None:
@@ -410,12 +442,13 @@ def _heard(proc: subprocess.Popen[bytes]) -> dict[str, Any] | None:
             return cast(dict[str, Any], said[1])
 
 
-def _send_rows(pipe: Any, rows: list[Row], vectors: Vectors | None) -> None:
-    """One piece of the job: pickling the whole scan at once is one long call that holds the interpreter lock
-    (a few hundred milliseconds at 100k memories), and the daemon's writer would wait on it; pieces of
-    JOB_ROWS let the writer in between (D192)."""
-    part = None if vectors is None else {r.id: vectors[r.id] for r in rows if r.id in vectors}
-    pickle.dump((rows, part), pipe)
+def _send_rows(pipe: Any, rows: list[Row], fetch: Fetch | None) -> None:
+    """Rows JOB_ROWS at a time, each piece with its vectors: pickling the whole scan at once is one long call
+    that holds the interpreter lock (a few hundred milliseconds at 100k memories), and the daemon's writer
+    would wait on it; pieces of JOB_ROWS let the writer in between (D192)."""
+    for start in range(0, len(rows), JOB_ROWS):
+        piece = rows[start : start + JOB_ROWS]
+        pickle.dump((piece, None if fetch is None else fetch([r.id for r in piece])), pipe)
 
 
 def _worker() -> None:

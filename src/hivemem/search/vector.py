@@ -1,12 +1,17 @@
 """The vector list of SPEC 9.1 step 3, and the embeddings a running daemon searches with.
 
 `Runtime` pairs the configured provider with a `VectorIndex`: every vector of the provider's model held in
-one NumPy matrix with each row's memory id and space, so a query is one matrix-vector product instead of
+memory, quantized to one signed byte per number with a scale per row (a quarter of float32: 38 MB at 100k x 384,
+docs/decisions.md D220), with each row's memory id and space. A query is one pass over those bytes instead of
 reading every blob from SQLite. The index is a candidate generator only:
 
 - rows outside the filter's spaces and grants are masked *before* top-k, and the rest of the filter (status,
   kinds, tags, sessions) is checked in SQL on the candidates in best-first chunks until the list is full, so
   a filter never leaves a gap;
+- the same SQL returns each candidate's float32 vector, and its similarity is computed again from it exactly.
+  Every row carries a bound on its quantization error, so candidates are taken by their highest possible
+  similarity and the walk stops only when no unchecked row can still enter: the list is the exact one a
+  float32 product over every row would give;
 - a candidate whose vector SQLite no longer holds (its text changed, so the vector was dropped) is not
   admitted, so an index a little behind the store never ranks stale text. New vectors reach the index
   through `touch`, which the worker calls after each committed batch.
@@ -25,8 +30,27 @@ from hivemem.store.base import Vectors
 from hivemem.store.filters import Filter
 
 LIST_MAX = 100
-CHUNK = 128  # candidates checked against the filter in SQL at a time, growing 4x while the list is short
+CHUNK = 128  # candidates added to the look while too few have passed the filter, growing 4x
 SQL_IDS = 5000  # ids bound in one IN list
+PAGE = 1000  # vectors read from the store at a time when the index loads (1.5 MB of blobs at 384; D222)
+# Numbers turned back into float32 at a time for the product: 1,024 rows of 384 (1.5 MB, in cache). Measured at
+# 100k x 384 on the 2-core machine under load 3 (D220): 1,024 rows a block 8.6-9.2 ms p50 all spaces, 512 rows
+# 9.8-10.7, 2,048 rows and more 33-282 ms. From about 1,200 rows of 384 OpenBLAS splits each product over two
+# threads, whose waking and spin-waiting on a busy machine costs far more than the product; below, one thread.
+BLOCK_NUMBERS = 1024 * 384
+LEVELS = 127.0  # a row is stored as round(v / scale) in [-127, 127], scale = max |v| / 127
+SLACK = 1e-4  # float32 rounding of the approximate and the exact product, well above either (about 2e-5)
+
+
+def quantize(matrix: Any) -> tuple[Any, Any, Any]:
+    """(codes, scale, error) of float32 rows: int8 codes with `matrix ~ codes * scale[:, None]`, and each
+    row's exact residual norm |v - codes * scale|, which bounds the error of its product with a unit query
+    (Cauchy-Schwarz)."""
+    top = np.abs(matrix).max(axis=1)
+    scale = np.where(top > 0, top / LEVELS, 1.0).astype(np.float32)
+    codes = np.rint(matrix / scale[:, None]).astype(np.int8)
+    error = np.linalg.norm(matrix - codes.astype(np.float32) * scale[:, None], axis=1).astype(np.float32)
+    return codes, scale, error
 
 
 class VectorIndex:
@@ -37,14 +61,21 @@ class VectorIndex:
         self._lock = threading.Lock()
         self._full = True  # reload everything on next use
         self._stale: set[int] = set()
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._codes = np.zeros(0, dtype=np.int32)
-        self._alive = np.zeros(0, dtype=bool)
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._clear(0)
+
+    def _clear(self, capacity: int) -> None:
         self._n = 0
         self._row: dict[int, int] = {}
         self._spaces: list[str] = []
         self._code: dict[str, int] = {}
+        self._width = 0
+        self._capacity = capacity  # rows to allocate at the first vector (the store's count on a full load)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._codes = np.zeros(0, dtype=np.int32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._q = np.zeros((0, 0), dtype=np.int8)
+        self._scale = np.zeros(0, dtype=np.float32)
+        self._error = np.zeros(0, dtype=np.float32)
 
     def touch(self, memories: Sequence[int]) -> None:
         """These memories' vectors changed in a committed transaction."""
@@ -62,51 +93,73 @@ class VectorIndex:
         with self._lock:
             if self._full:
                 self._full, self._stale = False, set()
-                self._n, self._row = 0, {}
-                self._apply(stored.load(self.model), ())
+                self._clear(stored.count(self.model))
+                after = 0
+                while True:  # a page at a time: the blobs of a whole store are never held at once
+                    rows = stored.page(self.model, after, PAGE)
+                    self._apply(rows, ())
+                    if len(rows) < PAGE:
+                        break
+                    after = rows[-1][0]
             elif self._stale:
                 stale, self._stale = sorted(self._stale), set()
-                self._apply(stored.load(self.model, stale), stale)
+                for start in range(0, len(stale), SQL_IDS):
+                    part = stale[start : start + SQL_IDS]
+                    self._apply(stored.load(self.model, part), part)
 
     def _apply(self, rows: list[tuple[int, str, bytes]], touched: Sequence[int]) -> None:
-        found = set()
-        for memory, space, blob in rows:
-            vector = np.frombuffer(blob, dtype="<f4")
-            if self._n and vector.shape[0] != self._matrix.shape[1]:
-                continue  # one model, one length: a stray row is never compared
-            self._put(memory, space, vector)
-            found.add(memory)
+        width = self._width or (len(rows[0][2]) // 4 if rows else 0)
+        good = [r for r in rows if len(r[2]) == 4 * width and width]  # one model, one length
+        if good:
+            matrix = np.frombuffer(b"".join(blob for _, _, blob in good), dtype="<f4").reshape(len(good), width)
+            self._put(good, matrix)
+        found = {memory for memory, _, _ in good}
         for memory in touched:
             if memory not in found and memory in self._row:
                 self._alive[self._row[memory]] = False
 
-    def _put(self, memory: int, space: str, vector: Any) -> None:
-        row = self._row.get(memory)
-        if row is None:
-            row = self._n
-            self._grow(row + 1, vector.shape[0])
-            self._n += 1
-            self._row[memory] = row
-        code = self._code.get(space)
-        if code is None:
-            code = self._code[space] = len(self._spaces)
-            self._spaces.append(space)
-        self._ids[row], self._codes[row], self._alive[row] = memory, code, True
-        self._matrix[row] = vector
+    def _put(self, good: list[tuple[int, str, bytes]], matrix: Any) -> None:
+        fresh = sum(1 for memory, _, _ in good if memory not in self._row)
+        self._grow(self._n + fresh, matrix.shape[1])
+        rows = np.empty(len(good), dtype=np.int64)
+        codes = np.empty(len(good), dtype=np.int32)
+        for i, (memory, space, _) in enumerate(good):
+            row = self._row.get(memory)
+            if row is None:
+                row = self._row[memory] = self._n
+                self._n += 1
+            code = self._code.get(space)
+            if code is None:
+                code = self._code[space] = len(self._spaces)
+                self._spaces.append(space)
+            rows[i], codes[i] = row, code
+        q, scale, error = quantize(matrix)
+        self._q[rows], self._scale[rows], self._error[rows] = q, scale, error
+        self._ids[rows] = [memory for memory, _, _ in good]
+        self._codes[rows], self._alive[rows] = codes, True
 
     def _grow(self, size: int, width: int) -> None:
-        if self._matrix.shape[0] >= size and self._matrix.shape[1] == width:
+        """Room for `size` rows: the first allocation takes the store's count, later ones a quarter more (a
+        doubling would hold two copies of a large index at once for nothing)."""
+        if self._q.shape[0] >= size and self._width == width:
             return
-        capacity = max(size, 2 * self._matrix.shape[0], 1024)
-        matrix = np.zeros((capacity, width), dtype=np.float32)
-        if self._matrix.shape[1] == width:
-            matrix[: self._n] = self._matrix[: self._n]
-        else:
-            self._n, self._row = 0, {}
-        self._matrix = matrix
-        self._ids = np.resize(self._ids, capacity)
-        self._codes = np.resize(self._codes, capacity)
-        self._alive = np.resize(self._alive, capacity)
+        capacity = max(size, self._capacity, self._q.shape[0] + self._q.shape[0] // 4, 1024)
+        self._capacity = 0
+        keep = self._n if self._width == width else 0
+        self._width = width
+
+        def grown(old: Any, shape: Any, dtype: Any) -> Any:
+            new = np.zeros(shape, dtype=dtype)
+            if keep:
+                new[:keep] = old[:keep]
+            return new
+
+        self._q = grown(self._q, (capacity, width), np.int8)
+        self._scale = grown(self._scale, capacity, np.float32)
+        self._error = grown(self._error, capacity, np.float32)
+        self._ids = grown(self._ids, capacity, np.int64)
+        self._codes = grown(self._codes, capacity, np.int32)
+        self._alive = grown(self._alive, capacity, bool)
 
     def _space_mask(self, flt: Filter) -> Any:
         readable, wanted = flt.readable, None if flt.spaces is None else set(flt.spaces)
@@ -126,54 +179,94 @@ class VectorIndex:
     def scan(self, stored: Vectors, query: Any, flt: Filter, floor: float,
              limit: int = LIST_MAX) -> list[tuple[int, float]]:  # fmt: skip
         """Up to `limit` (memory, similarity) of admitted memories at or above `floor`, best first, then
-        highest id."""
+        highest id; the similarity is the float32 product of the stored vector and the query."""
         self.refresh(stored)
+        query = np.ascontiguousarray(query, dtype=np.float32)
         with self._lock:
             n = self._n
-            if not n or self._matrix.shape[1] != query.shape[0]:
+            if not n or self._width != query.shape[0]:
                 return []
             mask = self._space_mask(flt)
             alive = self._alive[:n] if mask is None else self._alive[:n] & mask
-            if mask is None and alive.all():
-                rows, sims = None, _dot(self._matrix[:n], query)
-            else:  # only the rows the spaces and grants admit: a one-space search reads one space's vectors
-                rows = np.nonzero(alive)[0]
-                sims = _dot(self._matrix[rows], query)
-            keep = np.nonzero(sims >= floor)[0]
+            rows = None if mask is None and alive.all() else np.nonzero(alive)[0]
+            # each row's similarity lies within `bound` of its approximate product
+            approx = self._approximate(rows, query)
+            bound = (self._error[:n] if rows is None else self._error[rows]) * float(np.linalg.norm(query)) + SLACK
+            keep = np.nonzero(approx + bound >= floor)[0]
             candidates = keep if rows is None else rows[keep]
             ids = self._ids[candidates]
-            sims = sims[keep]
-        return self._walk(stored, flt, limit, ids, sims)
+            approx, bound = approx[keep], bound[keep]
+            width = self._width
+        return self._walk(stored, flt, limit, (query, width, floor), ids, approx, bound)
 
-    def _walk(self, stored: Vectors, flt: Filter, limit: int, ids: Any, sims: Any) -> list[tuple[int, float]]:
-        """Check candidates against the whole filter in SQL, best first, in growing chunks, until `limit` pass."""
+    def _approximate(self, rows: Any, query: Any) -> Any:
+        """scale * (codes . query) of all rows (None) or of `rows`, in blocks turned into float32: a one-space
+        search reads only that space's rows. Error against the float32 product: at most the row's
+        residual norm times |query| (1 for a unit query)."""
+        count = self._n if rows is None else len(rows)
+        step = max(1, BLOCK_NUMBERS // self._width)
+        out = np.empty(count, dtype=np.float32)
+        block = np.empty((min(step, count), self._width), dtype=np.float32)
+        for start in range(0, count, step):
+            stop = min(count, start + step)
+            part = block[: stop - start]
+            np.copyto(part, self._q[start:stop] if rows is None else self._q[rows[start:stop]], casting="unsafe")
+            np.dot(part, query, out=out[start:stop])
+        out *= self._scale[: self._n] if rows is None else self._scale[rows]
+        return out
+
+    def _walk(self, stored: Vectors, flt: Filter, limit: int, asked: tuple[Any, int, float], ids: Any, approx: Any,
+              bound: Any) -> list[tuple[int, float]]:  # fmt: skip
+        """Check candidates against the whole filter in SQL and rescore them exactly, highest possible similarity
+        first, until `limit` pass and no unchecked candidate can beat them.
+
+        The first look takes every row that could reach the `limit`-th best approximate similarity; once `limit`
+        have passed, the next takes every row that could still beat the `limit`-th exact one (so when the filter
+        admits them all, two small reads of about 1.5 x `limit` rows in all); while fewer have passed, the look
+        grows four times."""
+        query, width, floor = asked
+        upper = approx + bound
+        total = len(ids)
+        checked = np.zeros(total, dtype=bool)
         found: dict[int, float] = {}
-        done, size, total = 0, CHUNK, len(ids)
-        while done < total and len(found) < limit:
-            k = min(total, done + size)
-            top = np.argpartition(-sims, k - 1)[:k] if k < total else np.arange(total)
-            chunk = top[np.argsort(-sims[top], kind="stable")][done:k]
+        take = upper >= (_largest(approx, limit) if total > limit else -np.inf)
+        size = CHUNK
+        while True:
+            chunk = np.nonzero(take & ~checked)[0]
+            checked[chunk] = True
             for start in range(0, len(chunk), SQL_IDS):
                 part = ids[chunk[start : start + SQL_IDS]].tolist()
-                passed = stored.admitted(self.model, part, flt)
-                found.update((m, s) for m, s in zip(part, sims[chunk[start : start + SQL_IDS]].tolist(), strict=True)
-                             if m in passed)  # fmt: skip
-            done, size = k, size * 4
+                exact = _exact(stored.admitted(self.model, part, flt), query, width)
+                found.update((m, s) for m, s in exact.items() if s >= floor)
+            left = ~checked
+            if not left.any() or not len(chunk):  # (no new row to look at cannot happen with finite bounds)
+                break
+            beyond = float(upper[left].max())  # the highest similarity an unchecked row can have
+            if len(found) >= limit:
+                kth = sorted(found.values(), reverse=True)[limit - 1]
+                if kth > beyond:
+                    break
+                take = upper >= kth
+            else:
+                size = max(size, len(chunk)) * 4
+                take = upper >= _largest(upper, min(total, int(checked.sum()) + size))
         best = sorted(found.items(), key=lambda t: (-t[1], -t[0]))
         return best[:limit]
 
 
-BLAS_ROWS = 20_000  # from this many rows the product is long enough for BLAS's threads to pay
+def _exact(blobs: dict[int, bytes], query: Any, width: int) -> dict[int, float]:
+    """The float32 similarity of each memory's stored vector with the query."""
+    good = [(m, b) for m, b in blobs.items() if len(b) == 4 * width]
+    if not good:
+        return {}
+    matrix = np.frombuffer(b"".join(b for _, b in good), dtype="<f4").reshape(len(good), width)
+    sims = np.einsum("ij,j->i", matrix, query).tolist()
+    return {m: s for (m, _), s in zip(good, sims, strict=True)}
 
 
-def _dot(matrix: Any, query: Any) -> Any:
-    """Matrix-vector product. Below BLAS_ROWS in NumPy's own loop: BLAS's thread pool spin-waits on a busy
-    2-core machine, measured 0.1 to 40 ms for 2,000 rows where this takes 0.13 ms. From BLAS_ROWS on, BLAS:
-    the product reads the whole matrix (154 MB at 100k x 384) and two threads read it faster (measured at
-    100k: 15-18 ms against 21 ms p50, and 27 against 41 ms p95, on a loaded machine)."""
-    if matrix.shape[0] >= BLAS_ROWS:
-        return matrix @ query
-    return np.einsum("ij,j->i", matrix, query)
+def _largest(values: Any, k: int) -> float:
+    """The k-th largest of `values` (1 <= k <= len)."""
+    return float(np.partition(values, len(values) - k)[len(values) - k])
 
 
 class Runtime:

@@ -8,6 +8,7 @@ except a relation's far end, which the report shows only when the caller may rea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -52,9 +53,14 @@ class Relation:
 
 @dataclass
 class Scan:
-    """Everything one report reads, from one snapshot; `usage_recorded`: some search recorded usage."""
+    """Everything one report reads, from one snapshot; `usage_recorded`: some search recorded usage.
+
+    The memories are `rows` followed by `pages`: a backend may leave `rows` empty and read its memories a page
+    at a time as `pages` is iterated, in the caller's snapshot, so that a large report never holds them all in
+    the daemon (D223)."""
 
     rows: list[Row] = field(default_factory=list)
     relations: list[Relation] = field(default_factory=list)
     recalled: dict[int, str] = field(default_factory=dict)
     usage_recorded: bool = False
+    pages: Iterable[list[Row]] = ()

@@ -5,11 +5,13 @@ Runs on a reader's read-only connection, so a report never holds the write lock 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import apsw
 
 from hivemem.store.filters import Filter
 from hivemem.store.hygiene import End, Relation, Row, Scan
-from hivemem.store.sqlite.db import scalar, snapshot
+from hivemem.store.sqlite.db import all_rows, scalar, snapshot
 from hivemem.store.sqlite.filters import condition
 
 COLUMNS = (
@@ -18,12 +20,14 @@ COLUMNS = (
 )
 
 
+PAGE = 1000  # memories read at a time
+
+
 def scan(conn: apsw.Connection, flt: Filter) -> Scan:
-    """The live memories `flt` admits, oldest first, every relation, and the newest recall of each memory."""
-    where, args = condition(flt, "m")
-    out = Scan()
+    """Every relation and the newest recall of each memory, read now, and the live memories `flt` admits, oldest
+    first, in `pages` read as they are iterated (in the caller's snapshot: `Store.search.snapshot`)."""
+    out = Scan(pages=_pages(conn, flt))
     with snapshot(conn):
-        out.rows = [Row(*r) for r in conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE {where} ORDER BY id", args)]
         for r in conn.execute(
             "SELECT r.source_memory, s.space, s.deleted IS NULL, r.target_memory, t.space, t.deleted IS NULL, "
             "r.relation FROM memory_relations r LEFT JOIN memories s ON s.id = r.source_memory "
@@ -41,3 +45,16 @@ def scan(conn: apsw.Connection, flt: Filter) -> Scan:
             scalar(conn, "SELECT EXISTS (SELECT 1 FROM events WHERE type = 'memory.recalled')")
         )
     return out
+
+
+def _pages(conn: apsw.Connection, flt: Filter) -> Iterator[list[Row]]:
+    where, args = condition(flt, "m")
+    sql = f"SELECT {COLUMNS} FROM memories m WHERE {where} AND m.id > ? ORDER BY m.id LIMIT ?"
+    after = 0
+    while True:
+        page = [Row(*r) for r in all_rows(conn, sql, (*args, after, PAGE))]
+        if page:
+            yield page
+        if len(page) < PAGE:
+            return
+        after = page[-1].id

@@ -395,7 +395,13 @@ class SQLiteVectors(_Repository):
     def load(self, model: str, memories: Sequence[int] | None = None) -> list[tuple[int, str, bytes]]:
         return vectors.load(self.conn, model, memories)
 
-    def admitted(self, model: str, ids: Sequence[int], flt: Filter) -> set[int]:
+    def page(self, model: str, after: int, limit: int) -> list[tuple[int, str, bytes]]:
+        return vectors.page(self.conn, model, after, limit)
+
+    def count(self, model: str) -> int:
+        return vectors.model_count(self.conn, model)
+
+    def admitted(self, model: str, ids: Sequence[int], flt: Filter) -> dict[int, bytes]:
         return vectors.admitted(self.conn, model, ids, flt)
 
 

@@ -99,19 +99,34 @@ def load(conn: apsw.Connection, model: str, memories: Sequence[int] | None = Non
     return [(int(r[0]), str(r[1]), bytes(r[2])) for r in all_rows(conn, sql, args)]
 
 
-def admitted(conn: apsw.Connection, model: str, ids: Sequence[int], flt: Filter) -> set[int]:
-    """Of `ids`, those the filter admits that still hold a vector of `model`."""
+def page(conn: apsw.Connection, model: str, after: int, limit: int) -> list[tuple[int, str, bytes]]:
+    """Up to `limit` (memory, space, embedding) of `model`'s vectors, of memories above `after`, by memory: the
+    index loads a large store a page at a time, never holding every blob at once."""
+    sql = (
+        "SELECT v.memory, m.space, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.memory "
+        "WHERE v.model = ? AND v.memory > ? ORDER BY v.memory LIMIT ?"
+    )
+    return [(int(r[0]), str(r[1]), bytes(r[2])) for r in all_rows(conn, sql, (model, after, limit))]
+
+
+def model_count(conn: apsw.Connection, model: str) -> int:
+    return int(scalar(conn, "SELECT COUNT(*) FROM memory_vectors WHERE model = ?", (model,)) or 0)
+
+
+def admitted(conn: apsw.Connection, model: str, ids: Sequence[int], flt: Filter) -> dict[int, bytes]:
+    """Of `ids`, those the filter admits that still hold a vector of `model`, with that vector (the vector
+    list rescores its candidates with it exactly)."""
     if not ids:
-        return set()
+        return {}
     where, args = condition(flt, "m")
     marks = ",".join("?" * len(ids))
     rows = all_rows(
         conn,
-        f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where} "
-        "AND EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory = m.id AND v.model = ?)",
+        f"SELECT m.id, v.embedding FROM memories m JOIN memory_vectors v ON v.memory = m.id "
+        f"WHERE m.id IN ({marks}) AND {where} AND v.model = ?",
         (*ids, *args, model),
     )
-    return {int(r[0]) for r in rows}
+    return {int(r[0]): bytes(r[1]) for r in rows}
 
 
 def pending_count(conn: apsw.Connection, where: str = "1", args: Sequence[Any] = ()) -> int:
