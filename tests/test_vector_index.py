@@ -81,7 +81,7 @@ def fixture() -> Iterator[tuple[SQLiteStore, list[Any]]]:
 
 def reference(store: SQLiteStore, query: Any, flt: Filter, floor: float) -> list[tuple[int, float]]:
     where, args = condition(flt, "m")
-    rows = store.conn.execute(
+    rows: list[Any] = store.conn.execute(
         f"SELECT m.id, v.embedding FROM memories m JOIN memory_vectors v ON v.memory = m.id "
         f"WHERE {where} AND v.model = ?",
         (*args, MODEL),
@@ -136,7 +136,7 @@ def test_exact_ties_rank_the_highest_id_first(fixture: tuple[SQLiteStore, list[A
 def test_the_int8_rows_alone_would_not_give_the_same_list(fixture: tuple[SQLiteStore, list[Any]]) -> None:
     """Why rescoring is needed: ranked by the quantized products only, some lists differ from the exact ones."""
     store, queries = fixture
-    rows = store.conn.execute("SELECT memory, embedding FROM memory_vectors ORDER BY memory").fetchall()
+    rows: list[Any] = store.conn.execute("SELECT memory, embedding FROM memory_vectors ORDER BY memory").fetchall()
     ids = np.array([r[0] for r in rows])
     matrix = np.stack([np.frombuffer(r[1], dtype="<f4") for r in rows])
     codes, scale, _ = quantize(matrix)
@@ -156,12 +156,13 @@ def test_paged_loading_and_touched_rows(monkeypatch: pytest.MonkeyPatch) -> None
         index = VectorIndex(MODEL)
         flt, query = FILTERS["everything"], queries[0]
         same_list(index.scan(store.vectors, query, flt, -1.0), reference(store, query, flt, -1.0))
-        assert len(index) == store.conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0]
+        count: Any = store.conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()
+        assert len(index) == count[0]
         sql = (
             "SELECT v.memory, m.title, m.content_sha256 FROM memory_vectors v JOIN memories m ON m.id = v.memory "
             "ORDER BY v.memory LIMIT 40"
         )
-        rows = store.conn.execute(sql).fetchall()
+        rows: list[Any] = store.conn.execute(sql).fetchall()
         closest = [(int(m), t, d, list(map(float, query))) for m, t, d in rows[:20]]
         vectors.put(store.conn, MODEL, closest)
         dropped = [int(m) for m, _, _ in rows[20:]]
