@@ -3,6 +3,8 @@ and recall's relevance floor for them (SPEC 11.3), through the real daemon and C
 
 from __future__ import annotations
 
+import re
+
 from conftest import Home
 from hivemem.client import DaemonClient
 from test_search import add, ids
@@ -69,3 +71,16 @@ def test_recall_floor_keeps_bigrams_and_drops_single_characters(owner: DaemonCli
     assert recalled["count"] == 1 and f'"id":"{beijing}"' in recalled["text"]
     assert owner.call("memory.recall", spaces=["user"], query="我 的")["count"] == 0
     assert owner.call("memory.recall", spaces=["user"], query="Bachelor's")["count"] == 0  # `bachelor` unmatched
+
+
+def test_the_cjk_byte_test_admits_every_cjk_character_and_no_western_punctuation() -> None:
+    """`may_hold_cjk` lets the tokenizer skip the CJK regex; a CJK character it missed would be indexed as one
+    word instead of bigrams, so it must admit every one, and it should turn away common Western text."""
+    from hivemem.search.terms import CJK, CJK_RUN, may_hold_cjk
+
+    for low, high in re.findall(r"(.)(?:-(.))?", CJK, re.S):
+        for point in range(ord(low), ord(high or low) + 1):
+            assert may_hold_cjk(chr(point).encode("utf-8")), f"U+{point:04X}"
+    assert CJK_RUN.fullmatch("中文かなカナ한글")
+    for text in ("café — naïve “quotes” ’", "Привет, мир", "Tiếng Việt", "Ελληνικά", "עברית", "€100 ±2 °C"):
+        assert not may_hold_cjk(text.encode("utf-8")), text

@@ -319,7 +319,7 @@ class Engine:
         words |= {w for r in self.rules for w in r.words.words} | set(ENTROPY_GATE)
         self.lowercase = tuple(sorted(w for w in words if w.islower()))
         self.cased = tuple(sorted(words - set(self.lowercase)))
-        self.lowercase_plan, self.cased_plan = plan(self.lowercase), plan(self.cased)
+        self.lowercase_needles, self.cased_needles = Needles(self.lowercase), Needles(self.cased)
         self._by_present: dict[frozenset[str], tuple[list[Plugin], list[Rule]]] = {}
 
     def plugin_names(self) -> list[str]:
@@ -330,7 +330,7 @@ class Engine:
         if len(lowered) != len(text):  # a few letters lower to two characters: keep offsets aligned
             lowered = text.translate(ASCII_LOWER)
         lines = Lines(text)
-        lines.present = present(self.lowercase_plan, lowered) | present(self.cased_plan, text)
+        lines.present = self.lowercase_needles.present(lowered) | self.cased_needles.present(text)
         checks, rules = self._candidates(lines.present)
         found = [f for f in (self._plugins(lines, lowered, checks), self._rules(lines, lowered, rules)) if f]
         # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
@@ -425,36 +425,25 @@ class Engine:
         return plugin is not None and (h.is_likely_id_string(value, line, plugin) or h.is_indirect_reference(line))
 
 
-Plan = tuple[tuple[str, tuple[str, ...], bool], ...]
-GATES = ("_", "-", ".")  # separators inside many literals and absent from most prose: one search rules them all out
+class Needles:
+    """A set of literals, every one a text holds found in one pass over it: an Aho-Corasick automaton (pyahocorasick,
+    in C), where a substring search per literal reads the whole text once for each absent one (D213)."""
 
+    def __init__(self, words: tuple[str, ...]) -> None:
+        import ahocorasick
 
-def plan(words: tuple[str, ...]) -> Plan:
-    """The order in which `present` looks for `words`: (needle, gates, is a word), shortest first.
+        self.words = words
+        self._automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
+        for word in words:
+            self._automaton.add_word(word, word)
+        if words:
+            self._automaton.make_automaton()
 
-    A needle's gates are the needles it contains (only the longest ones: a gate of a gate is implied), and it is
-    looked for only where every gate was found: a text without `key` holds none of the twenty literals that
-    contain it, and one without `_` none of the nineteen with an underscore. Besides the words, two-letter
-    prefixes shared by three or more words are needles too (`gh`, `gl`, `db` ...), and so are the separators of
-    GATES that three or more words hold. Exact: a text lacking a substring of a word lacks the word."""
-    prefixes = Counter(w[:2] for w in words if len(w) > 2)
-    gates = {g for g in GATES if sum(g in w for w in words) >= 3}
-    needles = sorted({*words, *gates, *(p for p, n in prefixes.items() if n >= 3)}, key=lambda w: (len(w), w))
-    out: list[tuple[str, tuple[str, ...], bool]] = []
-    for i, needle in enumerate(needles):
-        inside = [p for p in needles[:i] if len(p) < len(needle) and p in needle]
-        longest = tuple(p for p in inside if not any(p != q and p in q for q in inside))
-        out.append((needle, longest, needle in words))
-    return tuple(out)
-
-
-def present(steps: Plan, text: str) -> set[str]:
-    """The words of a plan that occur in `text`, each a substring search, skipped where a gate is missing."""
-    found: set[str] = set()
-    for needle, gates, _ in steps:
-        if found.issuperset(gates) and needle in text:
-            found.add(needle)
-    return {needle for needle, _, word in steps if word and needle in found}
+    def present(self, text: str) -> set[str]:
+        """The literals that occur in `text` (overlapping and nested ones included)."""
+        if not self.words or not text:
+            return set()
+        return {word for _, word in self._automaton.iter(text)}
 
 
 def _prechecks(plugin: Any) -> list[re.Pattern[str]]:

@@ -33,6 +33,31 @@ CJK = (
 CJK_RUN = re.compile(f"[{CJK}]+")
 
 
+def _cjk_prefixes() -> tuple[bytes, ...]:
+    """The first UTF-8 bytes of every CJK character: its lead byte where many of the lead's second bytes begin one,
+    else each lead-and-second-byte pair. Text holding none of them holds no CJK (a cheap test before CJK_RUN)."""
+    ranges = re.findall(r"(.)(?:-(.))?", CJK, re.S)
+    seconds: dict[int, set[int]] = {}
+    for low, high in ranges:
+        first, last = ord(low), ord(high or low)
+        for point in [*range(first, last + 1, 64), last]:
+            utf8 = chr(point).encode("utf-8")
+            seconds.setdefault(utf8[0], set()).add(utf8[1])
+    out: list[bytes] = []
+    for lead, after in sorted(seconds.items()):
+        out += [bytes([lead])] if len(after) > 8 else [bytes([lead, b]) for b in sorted(after)]
+    return tuple(out)
+
+
+CJK_PREFIXES = _cjk_prefixes()
+
+
+def may_hold_cjk(utf8: bytes) -> bool:
+    """False when UTF-8 text holds no CJK character: none of their first bytes occurs (a byte search each, where
+    CJK_RUN tests every character); True means CJK_RUN decides."""
+    return any(prefix in utf8 for prefix in CJK_PREFIXES)
+
+
 @cache
 def stopwords() -> frozenset[str]:
     """The fixed English stopword list shipped with the package."""

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import apsw
 
-from hivemem.search.terms import CJK_RUN, bigrams
+from hivemem.search.terms import CJK_RUN, bigrams, may_hold_cjk
 
 MARK = "\x01"
 TOKENIZER = "hivemem"
@@ -55,9 +55,10 @@ def tokenizer_factory(conn: apsw.Connection, args: list[str]) -> Callable[[bytes
             return [utf8.decode("utf-8")]
         if utf8.isascii():
             found = plain(utf8, flags)
+        elif may_hold_cjk(utf8) and CJK_RUN.search(text := utf8.decode("utf-8")):
+            found = mixed(text, flags, plain)
         else:
-            text = utf8.decode("utf-8")
-            found = mixed(text, flags, plain) if CJK_RUN.search(text) else plain(utf8, flags)
+            found = plain(utf8, flags)
         if locale and found and flags & document:  # DOCUMENT tokens carry no offsets: a bare token
             found[0] = (found[0], mark + locale)
         return found
