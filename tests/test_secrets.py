@@ -258,3 +258,20 @@ def test_the_literal_search_finds_exactly_the_literals_a_text_holds() -> None:
             text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
             text = text.lower() if lower else text
             assert needles.present(text) == {w for w in words if w in text}, text
+
+
+def test_each_keyword_pattern_needs_one_operator_and_skipping_the_others_changes_no_value() -> None:
+    """The keyword plugin runs only the patterns whose operator a line holds (D217): each pinned pattern must be
+    recognized, and on lines built from keywords, operators, quotes and words the values found must be the
+    plugin's own, pattern for pattern."""
+    engine = secrets._engine()
+    assert len(engine.keyword_needs) == 4
+    assert all(needs != ("",) for _, _, needs in engine.keyword_needs), "a keyword pattern is not recognized"
+    rng = __import__("random").Random(17)
+    pieces = ["password", "api_key", "Secret", "db_pass", "pwd", "contraseña", "token", "x1", "value", "Zq9",
+              ":", "=", "==", "!=", "!==", ";", "'", '"', "`", " ", "]", "_", "-", ".", "(", ")", "\t"]  # fmt: skip
+    plugin = engine.keyword.plugin
+    for _ in range(3000):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        full = list(plugin.analyze_string(line, denylist_regex_to_group=engine.keyword_groups))
+        assert list(engine._values(engine.keyword, line)) == full, line

@@ -45,6 +45,16 @@ SUFFIXES = {
 # lines holding them (read off the pinned version's patterns; a test checks each literal occurs in every pattern).
 # Lowercase literals are looked for in the lowered text, the others as written. A substring search costs
 # microseconds where a regex pass over 64 KB costs milliseconds (worst for case-insensitive alternations).
+# The keyword plugin's config-mode patterns each need an operator in the line: `keyword...:`, `keyword... =`
+# (or `!=`), `'value' == keyword` (two of `!=`), or a statement's closing `;`. By a fragment of each pattern's text,
+# what one of its matches must hold (read off the pinned version's patterns; a test checks that each pattern has
+# exactly one, and that skipping the others changes no value found).
+KEYWORD_OPERATORS = (
+    ("]{0,2})?:\\s*(", (":",)),
+    ("(={1,3}|!==?)", ("=",)),
+    ("[!=]{2,3}", ("==", "!=", "=!", "!!")),
+    ("(\\2);", (";",)),
+)
 GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-",
           "gloas-")  # fmt: skip
 TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -308,6 +318,9 @@ class Engine:
         self.plugins = [Plugin(p, _prechecks(p), TRIGGERS.get(type(p).__name__)) for p in plugins]
         self.keyword = Plugin(KeywordDetector(), (), (tuple(_literals(DENYLIST)),))
         self.keyword_groups = REGEX_BY_FILETYPE[FileType.YAML]  # config mode: quotes are optional
+        self.keyword_needs = [
+            (regex, group, keyword_needs(regex.pattern)) for regex, group in self.keyword_groups.items()
+        ]
         self.secret_names = re.compile("|".join((*DENYLIST, "token")), re.I)
         self.entropy = Base64HighEntropyString()
         self.entropy_kind = slug(self.entropy.secret_type)
@@ -377,8 +390,9 @@ class Engine:
         return None
 
     def _values(self, check: Plugin, line: str) -> Any:
-        if check is self.keyword:
-            return check.plugin.analyze_string(line, denylist_regex_to_group=self.keyword_groups)
+        if check is self.keyword:  # only the patterns whose operator the line holds (D217)
+            groups = {regex: group for regex, group, needs in self.keyword_needs if any(n in line for n in needs)}
+            return check.plugin.analyze_string(line, denylist_regex_to_group=groups) if groups else ()
         return check.plugin.analyze_string(line)
 
     def _secret(self, check: Plugin, value: str, line: str) -> bool:
@@ -444,6 +458,12 @@ class Needles:
         if not self.words or not text:
             return set()
         return {word for _, word in self._automaton.iter(text)}
+
+
+def keyword_needs(pattern: str) -> tuple[str, ...]:
+    """What a line must hold for the keyword pattern to match in it (every line, for a pattern not recognized)."""
+    found = [needs for fragment, needs in KEYWORD_OPERATORS if fragment in pattern]
+    return found[0] if len(found) == 1 else ("",)
 
 
 def _prechecks(plugin: Any) -> list[re.Pattern[str]]:
