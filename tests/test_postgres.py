@@ -499,3 +499,16 @@ def test_events_follow_on_one_machine_sees_commits_of_the_other(team: tuple[Home
         for stream in (follower.stdout, follower.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_a_one_space_search_weighs_its_terms_by_their_counts_in_that_space(pg: Home) -> None:
+    # "alpha" is common in the store (team/b) but rare in team/a, and "beta" the other way round: in team/a the
+    # memory holding alpha ranks first (D203), while the store's counts would put beta's, the newer, first.
+    for n in range(10):
+        pg.ok("memory", "add", "--space", "team/b", "--content", f"alpha filler {n}")
+    first = pg.ok("memory", "add", "--space", "team/a", "--content", "alpha note")["id"]
+    second = pg.ok("memory", "add", "--space", "team/a", "--content", "beta note")["id"]
+    for n in range(3):
+        pg.ok("memory", "add", "--space", "team/a", "--content", f"beta filler {n}")
+    found = pg.ok("memory", "search", "--query", "alpha beta", "--space", "team/a")["results"]
+    assert [r["id"] for r in found[:2]] == [first, second]

@@ -178,19 +178,22 @@ def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MA
     if statement is None:
         return []
     sql, args = statement
-    return [int(r[0]) for r in conn.execute(sql, args).fetchall()]
+    rows = conn.execute(sql, args).fetchall()
+    _remember_total(conn, _space_set(flt), rows)
+    return [int(r[0]) for r in rows]
 
 
 def _ranking(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[str, list[Any]] | None:
-    """The statement ranking the filter's live, active memories for the words, as `(id, score)` rows best first,
-    and its arguments; None when nothing can match. Each term's `ts_rank` (title 5, tags 3, content 1,
+    """The statement ranking the filter's live, active memories for the words, as `(id, score, N)` rows best
+    first, and its arguments; None when nothing can match. Each term's `ts_rank` (title 5, tags 3, content 1,
     length-normalized) times its bm25 inverse document frequency, summed, so a rare term counts for more than
     one every memory holds; ties newest first.
 
-    A search confined to spaces is one statement (docs/decisions.md D203): the frequencies are counted inside
-    it, each term's among the matching rows the filter admits and the whole among the spaces' live rows (an
-    index-only count), so no round trip is spent on them and nothing is cached. A search of the whole store
-    counts over the whole index, kept per connection (document_counts)."""
+    A search confined to spaces is one statement (docs/decisions.md D203): each term's document frequency is
+    counted inside it among the matching rows the filter admits, and N is the spaces' live rows, counted by
+    the same statement (an index-only count) and then reused by the connection for COUNTS_TTL seconds
+    (space_total). A search of the whole store counts over the whole index, kept per connection
+    (document_counts)."""
     terms = [q for q in (query([w]) for w in words) if q is not None]
     spaces = _space_set(flt)
     if not terms or spaces == ():
@@ -203,16 +206,36 @@ def _ranking(conn: Connection, words: list[str], flt: Filter, limit: int) -> tup
         idf = [max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
         score = " + ".join(f"?::float8 * {r}" for r in rank)
         scored = [v for pair in zip(idf, terms, strict=True) for v in pair]
-        sql = f"SELECT h.id, {score} AS s FROM ({hit}) h ORDER BY s DESC, h.id DESC LIMIT ?"
-        return sql, [*scored, " | ".join(terms), *args, limit]
+        sql = f"SELECT h.id, {score} AS s, ?::bigint AS total FROM ({hit}) h ORDER BY s DESC, h.id DESC LIMIT ?"
+        return sql, [*scored, total, " | ".join(terms), *args, limit]
     marks = ",".join("?" * len(spaces))
-    counted = [f"(SELECT count(*) FROM memories d WHERE d.space IN ({marks}) AND d.deleted IS NULL) AS total"]
+    known = space_total(conn, spaces)
+    live = f"(SELECT count(*) FROM memories d WHERE d.space IN ({marks}) AND d.deleted IS NULL)"
+    counted, n_args = ([f"{live} AS total"], [*spaces]) if known is None else (["?::bigint AS total"], [known])
     counted += [f"count(*) FILTER (WHERE search @@ ?::tsquery) AS n{i}" for i in range(len(terms))]
-    score = " + ".join(f"greatest(ln((df.total - df.n{i} + 0.5)::float8 / (df.n{i} + 0.5)), 1e-6) * {r}"
+    score = " + ".join(f"greatest(ln((greatest(df.total - df.n{i}, 0) + 0.5)::float8 / (df.n{i} + 0.5)), 1e-6) * {r}"
                        for i, r in enumerate(rank))  # fmt: skip
     sql = (f"WITH hit AS MATERIALIZED ({hit}), df AS MATERIALIZED (SELECT {', '.join(counted)} FROM hit) "
-           f"SELECT h.id, {score} AS s FROM hit h, df ORDER BY s DESC, h.id DESC LIMIT ?")  # fmt: skip
-    return sql, [" | ".join(terms), *args, *spaces, *terms, *terms, limit]
+           f"SELECT h.id, {score} AS s, df.total FROM hit h, df ORDER BY s DESC, h.id DESC LIMIT ?")  # fmt: skip
+    return sql, [" | ".join(terms), *args, *n_args, *terms, *terms, limit]
+
+
+_TOTALS: weakref.WeakKeyDictionary[Connection, dict[tuple[str, ...], tuple[float, int]]] = weakref.WeakKeyDictionary()
+
+
+def space_total(conn: Connection, spaces: tuple[str, ...]) -> int | None:
+    """The live rows of `spaces` a ranking statement of this connection counted within COUNTS_TTL seconds, if
+    any (bm25's N: an estimate, like the whole store's counts); None when the statement must count them."""
+    found = _TOTALS.get(conn, {}).get(spaces)
+    return found[1] if found is not None and time.monotonic() - found[0] <= COUNTS_TTL else None
+
+
+def _remember_total(conn: Connection, spaces: tuple[str, ...] | None, rows: Sequence[Row]) -> None:
+    if spaces and rows and space_total(conn, spaces) is None:
+        known = _TOTALS.setdefault(conn, {})
+        if len(known) >= COUNTS_MAX:
+            known.clear()
+        known[spaces] = (time.monotonic(), int(rows[0][-1]))
 
 
 def _space_set(flt: Filter) -> tuple[str, ...] | None:
@@ -232,8 +255,11 @@ def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[di
     if statement is None:
         return []
     sql, args = statement
-    page = f"SELECT {PAGE_COLUMNS} FROM ({sql}) top JOIN memories m ON m.id = top.id ORDER BY top.s DESC, top.id DESC"
-    rows = conn.execute(page, args).fetchall()
+    page = (f"SELECT {PAGE_COLUMNS}, top.total FROM ({sql}) top JOIN memories m ON m.id = top.id "
+            "ORDER BY top.s DESC, top.id DESC")  # fmt: skip
+    found = conn.execute(page, args).fetchall()
+    _remember_total(conn, _space_set(flt), found)
+    rows = [r[:-1] for r in found]
     texts = {int(r[0]): (r[INDEX["title"]], r[INDEX["content"]], r[INDEX["tags"]]) for r in rows}
     cut = sqlite_search.snippets(conn, words, texts) if texts else {}  # type: ignore[arg-type]
     out = []
