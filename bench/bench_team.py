@@ -10,7 +10,10 @@ INSERT in its own transaction on each backend (APSW on a WAL file with synchrono
 server), so the verb's overhead over its database is visible.
 
     .venv/bin/python bench/bench_team.py [--sizes 2000,10000] [--adds 200] [--queries 200]
-        [--server postgresql://127.0.0.1:5432/test]
+        [--server postgresql://127.0.0.1:5432/test] [--text synthetic|locomo]
+
+`--text locomo` fills the stores with LoCoMo's turns and queries them with its questions (evaluation data
+read from $HIVEMEM_BENCH_DATA or ../shared/data/, never copied into the repo; the run skips without it).
 """
 
 from __future__ import annotations
@@ -69,15 +72,38 @@ SPACES = 20
 WORDS = [f"word{n}" for n in range(5000)]
 
 
-def sentence(i: int) -> str:
-    return " ".join(WORDS[(i * 7 + k * 131) % len(WORDS)] for k in range(24)) + f" item {i}"
+class Texts:
+    """The memories and queries of a run: generated words (`synthetic`: each memory 24 of 5,000 words, each
+    query two of them), or LoCoMo's turns and questions (`locomo`: the 5,882 turns over and over, each marked
+    with its number so none is a duplicate, and the 1,982 questions as they are, which memory.search cuts
+    into terms as always)."""
+
+    def __init__(self, kind: str) -> None:
+        self.turns: list[str] = []
+        self.questions: list[str] = []
+        if kind == "locomo":
+            root = bl.locomo_root()
+            if root is None:
+                raise SystemExit(0)
+            self.turns = [d["text"] for d in bl.read_jsonl(root / "corpus.jsonl")]
+            self.questions = [q["query"] for q in bl.read_jsonl(root / "queries.jsonl")]
+
+    def memory(self, i: int) -> str:
+        if self.turns:
+            return f"{self.turns[i % len(self.turns)]} (m{i})"
+        return " ".join(WORDS[(i * 7 + k * 131) % len(WORDS)] for k in range(24)) + f" item {i}"
+
+    def query(self, i: int) -> str:
+        if self.questions:
+            return self.questions[(i * 37) % len(self.questions)]
+        return f"{WORDS[(i * 37) % len(WORDS)]} {WORDS[(i * 91) % len(WORDS)]}"
 
 
-def document(path: str, size: int) -> None:
+def document(path: str, size: int, texts: Texts) -> None:
     """An export document (SPEC 12.1) of `size` generated memories across SPACES spaces."""
     stamp = "2026-01-01T00:00:00.000Z"
     who = {"principal": "owner", "label": "owner"}
-    memories = [{"id": f"m{i + 1}", "space": f"project/s{i % SPACES}", "kind": "note", "content": sentence(i),
+    memories = [{"id": f"m{i + 1}", "space": f"project/s{i % SPACES}", "kind": "note", "content": texts.memory(i),
                  "tags": [], "status": "active", "confidence": 1.0, "revision": 1, "author": who,
                  "updated_by": who, "created": stamp, "updated": stamp} for i in range(size)]  # fmt: skip
     doc = {"format": "hivemem.export", "version": 1, "exported": stamp, "store_id": str(uuid.uuid4()),
@@ -108,11 +134,13 @@ def main() -> int:
     parser.add_argument("--adds", type=int, default=200)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--server", default="postgresql://127.0.0.1:5432/test")
+    parser.add_argument("--text", choices=("synthetic", "locomo"), default="synthetic")
     args = parser.parse_args()
+    texts = Texts(args.text)
     bl.print_machine("team store (PostgreSQL) beside SQLite")
     rows = []
     for size in bl.parse_sizes(args.sizes):
-        rows.append(run(size, args.adds, args.queries, args.server))
+        rows.append(run(size, args.adds, args.queries, args.server, texts))
     bl.table(["memories", "backend", "add p50 ms", "raw insert p50 ms", "search p50 ms", "search p95 ms"],
              [r for pair in rows for r in pair])  # fmt: skip
     for lite, team in rows:
@@ -123,7 +151,7 @@ def main() -> int:
     return 0
 
 
-def run(size: int, adds: int, queries: int, server: str) -> tuple[list[Any], list[Any]]:
+def run(size: int, adds: int, queries: int, server: str, texts: Texts) -> tuple[list[Any], list[Any]]:
     name = f"hm_bench_{uuid.uuid4().hex[:12]}"
     raw_name = name + "_raw"
     with psycopg.connect(server, autocommit=True) as admin:
@@ -137,7 +165,7 @@ def run(size: int, adds: int, queries: int, server: str) -> tuple[list[Any], lis
     who = owner()
     try:
         source = os.path.join(base, "prefill.json")
-        document(source, size)
+        document(source, size, texts)
         for backend, store in (("sqlite", lite), ("postgresql", team)):
             print(f"# {size:,} memories: prefill {backend} {prefill(store, who, source, size):.1f} s, load {bl.load()}",
                   flush=True)  # fmt: skip
@@ -149,11 +177,11 @@ def run(size: int, adds: int, queries: int, server: str) -> tuple[list[Any], lis
         search_t: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
         for i in range(adds):
             for backend, store in stores.items():
-                params = {"space": f"project/s{i % SPACES}", "content": sentence(size + i) + " measured"}
+                params = {"space": f"project/s{i % SPACES}", "content": texts.memory(size + i) + " measured"}
                 add_t[backend].append(timed(lambda s=store, p=params: ops.dispatch(s, who, "memory.add", p)))
                 raw_t[backend].append(timed(lambda b=backend, t=params["content"]: inserts[b](t)))
         for i in range(queries):
-            query = f"{WORDS[(i * 37) % len(WORDS)]} {WORDS[(i * 91) % len(WORDS)]}"
+            query = texts.query(i)
             for backend, store in stores.items():
                 query_params: dict[str, Any] = {"query": query, "spaces": [f"project/s{i % SPACES}"], "limit": 10}
                 search_t[backend].append(
