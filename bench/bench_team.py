@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -193,6 +194,7 @@ def run(size: int, adds: int, queries: int, server: str, texts: Texts) -> tuple[
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             admin.execute(f'DROP DATABASE IF EXISTS "{raw_name}" WITH (FORCE)')
+        shutil.rmtree(base, ignore_errors=True)  # the SQLite stores: 100 MB and more at 100k
 
     def row(backend: str) -> list[Any]:
         return [size, backend, bl.ms(bl.median(add_t[backend])), bl.ms(bl.median(raw_t[backend])),
