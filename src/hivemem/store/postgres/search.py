@@ -6,8 +6,9 @@ connection, so both backends see the same terms. Each live, active memory keeps 
 `memories.search`, a tsvector written as a parameter: title at weight A, tags B, content D, positions kept,
 and a gap of two positions between columns. A term of several tokens (a CJK run's bigrams, `don't`) is a
 phrase (`<->`), so a CJK run matches as a contiguous substring as on SQLite. Ranking is `ts_rank` with
-weights in the ratio 5:3:1 (title:tags:content) normalized by document length, then newest id first: not
-bm25, so the order may differ from SQLite's (docs/decisions.md D153).
+weights in the ratio 5:3:1 (title:tags:content) normalized by document length, times each term's bm25 idf
+(counted among the searched spaces' rows when the search is confined to spaces), then newest id first: not
+bm25, so the order may differ from SQLite's (docs/decisions.md D153, D203).
 """
 
 from __future__ import annotations
