@@ -504,7 +504,7 @@ def test_store_status_fields_and_counts(home: Home) -> None:
     assert set(result) == {"path", "schema_version", "sqlite_version", "bytes", "memories", "drafts", "archived",
                            "deleted", "versions", "sessions", "vectors", "pending", "embeddings"}  # fmt: skip
     if home.store_url:  # a team store (D156): its URL, its own schema version, the server's name
-        assert result["path"] == home.store_url and result["schema_version"] == 1
+        assert result["path"] == home.store_url and result["schema_version"] == 2
         assert result["sqlite_version"].startswith("PostgreSQL ")
     else:
         assert os.path.samefile(result["path"], home.paths.store)

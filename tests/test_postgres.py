@@ -102,7 +102,7 @@ def test_store_init_creates_the_schema_and_shows_the_owner_key_once(pg: Home) ->
     assert again["created"] is False and "owner_key" not in again
     assert "password" not in again["store"]
     versions = dict(sql(pg, "SELECT key, value FROM meta WHERE key IN ('application', 'schema_version')"))
-    assert versions == {"application": "hivemem", "schema_version": "1"}
+    assert versions == {"application": "hivemem", "schema_version": "2"}
     assert pg.ok("whoami")["principal"] == "owner"
 
 
@@ -119,7 +119,32 @@ def test_a_newer_schema_is_refused(pg: Home) -> None:
     sql(pg, "UPDATE meta SET value = '9' WHERE key = 'schema_version'")
     error = fails(pg, "memory", "add", "--space", "user", "--content", "x", code="unsupported.store_schema",
                   exit_code=10)  # fmt: skip
-    assert error["data"]["found"] == "9" and error["data"]["supported"] == 1
+    assert error["data"]["found"] == "9" and error["data"]["supported"] == 2
+
+
+def search_index_options(home: Home) -> list[str] | None:
+    rows = sql(home, "SELECT reloptions FROM pg_class WHERE relname = 'memories_search'")
+    return rows[0][0] if rows else None
+
+
+def test_a_new_store_builds_its_search_index_without_a_pending_list(pg: Home) -> None:
+    pg.ok("store", "init")
+    assert search_index_options(pg) == ["fastupdate=off"]
+
+
+def test_a_version_1_store_migrates_its_search_index_and_still_finds_its_memories(pg: Home) -> None:
+    pg.ok("store", "init")
+    pg.ok("memory", "add", "--space", "user", "--content", "the gateway retries three times")
+    # A version 1 store, as hivemem before version 2 left it: the GIN index keeps a pending list.
+    sql(pg, "ALTER INDEX memories_search SET (fastupdate = on)")
+    sql(pg, "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    pg.stop_daemon()
+    assert search_index_options(pg) == ["fastupdate=on"]
+    found = pg.ok("memory", "search", "--query", "gateway", "--space", "user")
+    assert [r["id"] for r in found["results"]] == ["m1"]
+    assert search_index_options(pg) == ["fastupdate=off"]
+    assert sql(pg, "SELECT value FROM meta WHERE key = 'schema_version'") == [("2",)]
+    assert pg.ok("store", "status")["schema_version"] == 2
 
 
 # What differs by design: backup and restore defer to PostgreSQL's tools
@@ -474,3 +499,16 @@ def test_events_follow_on_one_machine_sees_commits_of_the_other(team: tuple[Home
         for stream in (follower.stdout, follower.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_a_one_space_search_weighs_its_terms_by_their_counts_in_that_space(pg: Home) -> None:
+    # "alpha" is common in the store (team/b) but rare in team/a, and "beta" the other way round: in team/a the
+    # memory holding alpha ranks first (D203), while the store's counts would put beta's, the newer, first.
+    for n in range(10):
+        pg.ok("memory", "add", "--space", "team/b", "--content", f"alpha filler {n}")
+    first = pg.ok("memory", "add", "--space", "team/a", "--content", "alpha note")["id"]
+    second = pg.ok("memory", "add", "--space", "team/a", "--content", "beta note")["id"]
+    for n in range(3):
+        pg.ok("memory", "add", "--space", "team/a", "--content", f"beta filler {n}")
+    found = pg.ok("memory", "search", "--query", "alpha beta", "--space", "team/a")["results"]
+    assert [r["id"] for r in found[:2]] == [first, second]

@@ -6,8 +6,9 @@ connection, so both backends see the same terms. Each live, active memory keeps 
 `memories.search`, a tsvector written as a parameter: title at weight A, tags B, content D, positions kept,
 and a gap of two positions between columns. A term of several tokens (a CJK run's bigrams, `don't`) is a
 phrase (`<->`), so a CJK run matches as a contiguous substring as on SQLite. Ranking is `ts_rank` with
-weights in the ratio 5:3:1 (title:tags:content) normalized by document length, then newest id first: not
-bm25, so the order may differ from SQLite's (docs/decisions.md D153).
+weights in the ratio 5:3:1 (title:tags:content) normalized by document length, times each term's bm25 idf
+(counted among the searched spaces' rows when the search is confined to spaces), then newest id first: not
+bm25, so the order may differ from SQLite's (docs/decisions.md D153, D203).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from hivemem.store.sqlite import search as sqlite_search
 from hivemem.store.sqlite.db import snapshot
 from hivemem.store.sqlite.filters import condition
 from hivemem.store.sqlite.fts5 import MARK, prepare
-from hivemem.store.sqlite.memories import COLUMNS, shape
+from hivemem.store.sqlite.listing import item
+from hivemem.store.sqlite.memories import COLUMNS, INDEX, shape
 
 LIST_MAX = sqlite_search.LIST_MAX
+PAGE_COLUMNS = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
 WEIGHTS = "{0.2, 0, 0.6, 1.0}"  # D, C, B, A: content 1, tags 3, title 5
 MAX_POSITION = 16383
 MAX_LEXEME = 2046
@@ -171,26 +174,101 @@ def document_counts(conn: Connection, terms: list[str]) -> tuple[int, list[int]]
 
 
 def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
-    """Up to `limit` ids of live, active memories the filter admits, best first (SPEC 9.1 step 2): each term's
-    `ts_rank` (title 5, tags 3, content 1, length-normalized) times its bm25 inverse document frequency, summed,
-    so a rare term counts for more than one every memory holds; ties newest first."""
-    terms = [q for q in (query([w]) for w in words) if q is not None]
-    if not terms:
+    """Up to `limit` ids of live, active memories the filter admits, best first (SPEC 9.1 step 2)."""
+    statement = _ranking(conn, words, flt, limit)
+    if statement is None:
         return []
-    total, counts = document_counts(conn, terms)
-    idf = [max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
+    sql, args = statement
+    rows = conn.execute(sql, args).fetchall()
+    _remember_total(conn, _space_set(flt), rows)
+    return [int(r[0]) for r in rows]
+
+
+def _ranking(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[str, list[Any]] | None:
+    """The statement ranking the filter's live, active memories for the words, as `(id, score, N)` rows best
+    first, and its arguments; None when nothing can match. Each term's `ts_rank` (title 5, tags 3, content 1,
+    length-normalized) times its bm25 inverse document frequency, summed, so a rare term counts for more than
+    one every memory holds; ties newest first.
+
+    A search confined to spaces is one statement (docs/decisions.md D203): each term's document frequency is
+    counted inside it among the matching rows the filter admits, and N is the spaces' live rows, counted by
+    the same statement (an index-only count) and then reused by the connection for COUNTS_TTL seconds
+    (space_total). A search of the whole store counts over the whole index, kept per connection
+    (document_counts)."""
+    terms = [q for q in (query([w]) for w in words) if q is not None]
+    spaces = _space_set(flt)
+    if not terms or spaces == ():
+        return None
     where, args = condition(flt, "m")
-    score = " + ".join(f"?::float8 * ts_rank('{WEIGHTS}'::real[], m.search, ?::tsquery, 1)" for _ in terms)
-    sql = (f"SELECT m.id FROM memories m WHERE m.search @@ ?::tsquery AND {where} "
-           f"ORDER BY {score} DESC, m.id DESC LIMIT ?")  # fmt: skip
-    scored = [v for pair in zip(idf, terms, strict=True) for v in pair]
-    return [int(r[0]) for r in conn.execute(sql, (" | ".join(terms), *args, *scored, limit)).fetchall()]
+    rank = [f"ts_rank('{WEIGHTS}'::real[], h.search, ?::tsquery, 1)" for _ in terms]
+    hit = f"SELECT m.id, m.search FROM memories m WHERE m.search @@ ?::tsquery AND {where}"
+    if spaces is None:
+        total, counts = document_counts(conn, terms)
+        idf = [max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6) for n in counts]
+        score = " + ".join(f"?::float8 * {r}" for r in rank)
+        scored = [v for pair in zip(idf, terms, strict=True) for v in pair]
+        sql = f"SELECT h.id, {score} AS s, ?::bigint AS total FROM ({hit}) h ORDER BY s DESC, h.id DESC LIMIT ?"
+        return sql, [*scored, total, " | ".join(terms), *args, limit]
+    marks = ",".join("?" * len(spaces))
+    known = space_total(conn, spaces)
+    live = f"(SELECT count(*) FROM memories d WHERE d.space IN ({marks}) AND d.deleted IS NULL)"
+    counted, n_args = ([f"{live} AS total"], [*spaces]) if known is None else (["?::bigint AS total"], [known])
+    counted += [f"count(*) FILTER (WHERE search @@ ?::tsquery) AS n{i}" for i in range(len(terms))]
+    score = " + ".join(f"greatest(ln((greatest(df.total - df.n{i}, 0) + 0.5)::float8 / (df.n{i} + 0.5)), 1e-6) * {r}"
+                       for i, r in enumerate(rank))  # fmt: skip
+    sql = (f"WITH hit AS MATERIALIZED ({hit}), df AS MATERIALIZED (SELECT {', '.join(counted)} FROM hit) "
+           f"SELECT h.id, {score} AS s, df.total FROM hit h, df ORDER BY s DESC, h.id DESC LIMIT ?")  # fmt: skip
+    return sql, [" | ".join(terms), *args, *n_args, *terms, *terms, limit]
+
+
+_TOTALS: weakref.WeakKeyDictionary[Connection, dict[tuple[str, ...], tuple[float, int]]] = weakref.WeakKeyDictionary()
+
+
+def space_total(conn: Connection, spaces: tuple[str, ...]) -> int | None:
+    """The live rows of `spaces` a ranking statement of this connection counted within COUNTS_TTL seconds, if
+    any (bm25's N: an estimate, like the whole store's counts); None when the statement must count them."""
+    found = _TOTALS.get(conn, {}).get(spaces)
+    return found[1] if found is not None and time.monotonic() - found[0] <= COUNTS_TTL else None
+
+
+def _remember_total(conn: Connection, spaces: tuple[str, ...] | None, rows: Sequence[Row]) -> None:
+    if spaces and rows and space_total(conn, spaces) is None:
+        known = _TOTALS.setdefault(conn, {})
+        if len(known) >= COUNTS_MAX:
+            known.clear()
+        known[spaces] = (time.monotonic(), int(rows[0][-1]))
+
+
+def _space_set(flt: Filter) -> tuple[str, ...] | None:
+    """The spaces a search is confined to, when the filter names them (or the reader can read only those)."""
+    if flt.spaces is not None:
+        return tuple(sorted(set(flt.spaces)))
+    r = flt.readable
+    if not r.everything and not r.prefixes and not r.memories:
+        return tuple(sorted(r.spaces))
+    return None
 
 
 def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
-    with snapshot(conn):  # type: ignore[arg-type]
-        ids = ranked(conn, words, flt, min(limit, LIST_MAX))
-        return sqlite_search.listed(conn, words, ids, set(ids), flt)  # type: ignore[arg-type]
+    """The best `limit` memories the filter admits, best first, as list items with FTS5's snippet: one
+    statement ranks them and reads their rows, so it needs no snapshot around it."""
+    statement = _ranking(conn, words, flt, min(limit, LIST_MAX))
+    if statement is None:
+        return []
+    sql, args = statement
+    page = (f"SELECT {PAGE_COLUMNS}, top.total FROM ({sql}) top JOIN memories m ON m.id = top.id "
+            "ORDER BY top.s DESC, top.id DESC")  # fmt: skip
+    found = conn.execute(page, args).fetchall()
+    _remember_total(conn, _space_set(flt), found)
+    rows = [r[:-1] for r in found]
+    texts = {int(r[0]): (r[INDEX["title"]], r[INDEX["content"]], r[INDEX["tags"]]) for r in rows}
+    cut = sqlite_search.snippets(conn, words, texts) if texts else {}  # type: ignore[arg-type]
+    out = []
+    for r in rows:
+        hit = item(r)
+        hit["snippet"] = cut.get(int(r[0]), hit["snippet"])
+        out.append(hit)
+    return out
 
 
 def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
