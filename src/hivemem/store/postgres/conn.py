@@ -166,6 +166,7 @@ class Connection:
         self._chained = False  # it holds the event chain's lock
         self._tables = ""  # the table lock it holds for an import or an export, if any
         self._event_id: int | None = None  # the chain's last id, read with its last link, for the next event
+        self._release = False  # a savepoint's RELEASE not sent yet (a round trip, under the chain's lock)
         self.pg = self._open()
 
     def _open(self) -> psycopg.Connection[Any]:
@@ -207,6 +208,9 @@ class Connection:
             return self._begin(write=False)
         if sql in ("COMMIT", "ROLLBACK"):
             return self._end(sql)
+        if sql == "RELEASE hivemem" and self._in_transaction:
+            self._release = True  # sent before the next statement; a COMMIT or ROLLBACK next makes it moot
+            return Cursor([])
         if self._writing:
             written = self._locked(sql, args)
             if written is not None:
@@ -236,7 +240,7 @@ class Connection:
         try:
             self.run(how)
         finally:
-            self._in_transaction = self._writing = self._chained = False
+            self._in_transaction = self._writing = self._chained = self._release = False
             self._tables, self._event_id = "", None
         return Cursor([])
 
@@ -285,6 +289,9 @@ class Connection:
 
     def run(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         """A PostgreSQL statement, its parameters bound by the server; errors as the wire's."""
+        if self._release and sql not in ("COMMIT", "ROLLBACK"):
+            self._release = False
+            self.run("RELEASE hivemem")
         self._ready()
         try:
             try:
