@@ -171,6 +171,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rtt-ms", type=float, default=0.0, help="round trip added between daemon and server")
     parser.add_argument("--server", default=os.environ.get("HIVEMEM_TEST_PG", "postgresql://127.0.0.1:5432/test"))
+    parser.add_argument("--restart", action="store_true", help="fresh daemons before each phase")
     parser.add_argument("--keep", action="store_true")
     return parser.parse_args()
 
@@ -191,13 +192,18 @@ def machines(homes: list[bl.Home], url: str, rtt_ms: float, relays: list[multipr
     os.chmod(copy, 0o600)
 
 
-def rounds(homes: list[bl.Home], args: argparse.Namespace) -> list[list[object]]:
+def rounds(
+    homes: list[bl.Home], args: argparse.Namespace, daemons: list[subprocess.Popen[bytes]]
+) -> list[list[object]]:
     """Alternating rounds of one daemon alone and both, the same total of clients in each."""
     rows: list[list[object]] = []
     for r in range(args.rounds):
         order = ["one", "two"] if r % 2 == 0 else ["two", "one"]
         got: dict[str, tuple[float, float]] = {}
         for which in order:
+            if args.restart:
+                stop(daemons, [])
+                daemons[:] = [serve(h) for h in homes]
             if which == "one":
                 got[which] = phase(homes[:1], 2 * args.clients, args.ops, args.update_every, f"r{r}one")
             else:
@@ -223,7 +229,7 @@ def main() -> None:
         print(f"clients: {2 * args.clients} in all ({args.clients} per daemon when both write); {args.ops} writes "
               f"each, every {args.update_every}th a CAS update; rtt added: {args.rtt_ms} ms\n")  # fmt: skip
         phase(homes, 2, 20, args.update_every, "warm")
-        rows = rounds(homes, args)
+        rows = rounds(homes, args, daemons)
         bl.table(["round", "order", "1 daemon writes/s", "2 daemons writes/s", "ratio", "1: p50 ms", "2: p50 ms",
                   "load"], rows)  # fmt: skip
         ratios = sorted(float(str(row[4])) for row in rows)
