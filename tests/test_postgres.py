@@ -525,6 +525,23 @@ def test_two_machines_giving_two_memories_one_text_at_once_answer_as_one_writer(
     assert a.ok("store", "check")["ok"] is True
 
 
+def test_two_machines_relating_two_memories_both_ways_at_once_both_commit(team: tuple[Home, Home]) -> None:
+    """relate a to b on one machine and b to a on the other lock the same two rows in opposite orders: when
+    the server breaks that deadlock, the loser's change runs again (D209), and both relations are made."""
+    a, b = team
+    racers = Racers((a, b))
+    try:
+        for n in range(4):
+            one, two = racers.both(("memory.add", {"space": "user", "content": f"one side {n}"}),
+                                   ("memory.add", {"space": "user", "content": f"other side {n}"}))  # fmt: skip
+            ways = [{"source": x["id"], "target": y["id"], "relation": "related"} for x, y in ((one, two), (two, one))]
+            got = racers.both(("memory.relate", ways[0]), ("memory.relate", ways[1]))
+            assert [g["changed"] if isinstance(g, dict) else g for g in got] == [True, True], got
+    finally:
+        racers.close()
+    assert a.ok("store", "check")["ok"] is True
+
+
 def sql_url(url: str, statement: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as conn:
         return conn.execute(statement).fetchall()
