@@ -111,6 +111,19 @@ def start_relay(url: str, rtt_ms: float) -> tuple[str, multiprocessing.Process]:
     return urlunsplit(parts._replace(netloc=f"{parts.hostname}:{port}")), proc
 
 
+def round_trip_ms(url: str, n: int = 50) -> float:
+    """The median time of `SELECT 1` on `url` (through a relay: what a daemon's statement waits at least)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        took = []
+        for _ in range(n):
+            t = time.perf_counter()
+            conn.execute("SELECT 1").fetchall()
+            took.append(time.perf_counter() - t)
+    return bl.ms(bl.median(took))
+
+
 # ---------------------------------------------------------------- machines
 
 
@@ -179,11 +192,13 @@ def arguments() -> argparse.Namespace:
 def machines(homes: list[bl.Home], url: str, rtt_ms: float, relays: list[multiprocessing.Process]) -> None:
     """Each home's config on the database (through a relay of its own with `rtt_ms`), the schema and owner
     key made by the first (`store init`) and the key copied to the second, as a team does (D154)."""
+    print(f"a statement's round trip to the server, direct: {round_trip_ms(url):.2f} ms")
     for h in homes:
         target = url
         if rtt_ms > 0:
             target, proc = start_relay(url, rtt_ms)
             relays.append(proc)
+            print(f"through {os.path.basename(h.base)}'s relay: {round_trip_ms(target):.2f} ms")
         configure(h, target)
     init = subprocess.run([bl.hivemem_exe(), "store", "init", "--json"], env=homes[0].env, capture_output=True)
     assert init.returncode == 0, init.stderr
