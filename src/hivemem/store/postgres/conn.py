@@ -3,14 +3,21 @@
 The statement modules of `store/sqlite/` that hold only portable SQL (memories, sessions, clients, audit,
 governance, listing, vectors: D150) run unchanged over this adapter. It binds every value as a server-side
 parameter (`?` becomes `$n` through psycopg; memory text is never inlined), rewrites the few SQLite spellings
-PostgreSQL does not share, routes the search index's statements to `postgres/search.py`, turns a verb's
-`BEGIN IMMEDIATE` into a transaction that first takes the store's advisory write lock, and maps database
+PostgreSQL does not share, routes the search index's statements to `postgres/search.py`, and maps database
 errors onto the wire's error tree.
+
+A verb's `BEGIN IMMEDIATE` is a plain READ COMMITTED transaction, so writers on several machines run at once
+(docs/decisions.md D152, D208): the rows a verb reads and then writes are locked as it reads them (`LOCKING`),
+a new memory's row is inserted `ON CONFLICT DO NOTHING` on the live (space, content hash) index, and only the
+event chain's append is serialized, under a transaction-scoped advisory lock taken just before the verb's
+first event and held to its commit. A race the database settles against a verb (a duplicate another machine
+committed first, a deadlock) is `Retry`: the store runs the verb's change again (postgres/store.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -19,8 +26,10 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from hivemem.errors import Failed, HivememError, Unavailable
+from hivemem.store.sqlite import memories, sessions
 
-WRITE_LOCK = 0x48564D4D  # "HVMM": the store-wide advisory lock every writing verb holds until it commits
+WRITE_LOCK = 0x48564D4D  # "HVMM": the event chain's advisory lock, held from a verb's first event to its commit
+KEYED_LOCK = 0x48564D4B  # "HVMK": advisory locks on one value a verb looks up before it inserts (two-key form)
 NOTIFY_CHANNEL = "hivemem_events"
 Row = tuple[Any, ...]
 Special = Callable[["Connection", Sequence[Any]], list[Row]]
@@ -48,6 +57,48 @@ RETURNING = re.compile(r"^\s*INSERT INTO (memories|sessions)\(")
 # A bare 1 or 0 standing for true or false (SQLite's booleans), as a whole condition.
 BOOLEAN = re.compile(r"(\bWHERE |\bAND |\bOR |\()([01])(?=\s*(?:$|\)|AND\b|OR\b|ORDER\b|GROUP\b|LIMIT\b))")
 SPECIALS: dict[str, Special] = {}  # statements answered in Python (the search index), filled by postgres/search
+
+# Inside a write transaction: reads whose rows the verb goes on to write (or relies on), locked as they are read,
+# so two machines' verbs on one row take turns and compare-and-swap is decided on the row as committed.
+LOCKING: dict[str, str] = {
+    f"SELECT {memories.COLUMNS} FROM memories WHERE id = ?": " FOR UPDATE",
+    "SELECT space, revision FROM memories WHERE id = ?": " FOR UPDATE",
+    "SELECT status FROM memories WHERE id = ? AND deleted IS NULL": " FOR SHARE",
+    f"SELECT {sessions.COLUMNS} FROM sessions WHERE id = ?": " FOR UPDATE",
+    "SELECT principal FROM clients WHERE name = ?": " FOR UPDATE",
+}
+# Lookups of a value not yet in any row, then an insert: an advisory lock on the value (hashed with the
+# statement's arguments at these places) makes two machines' lookups of one value take turns.
+KEYED: dict[str, tuple[int, ...]] = {
+    "SELECT id FROM sessions WHERE harness = ? AND harness_session = ?": (0, 1),
+    "SELECT id FROM memories WHERE space = ? AND substr(capture_key, 1, 32) = ? AND capture_key = ? "
+    "AND deleted IS NULL ORDER BY id LIMIT 1": (0, 2),
+}
+# A verb that keeps the store-wide lock (the chain's), taken at its first statement: a client's name and number
+# (`meta`'s counter). An import plans duplicates and numbers its memories with the memories table held against
+# other writers (reads go on), from its first statement on.
+STORE_WIDE = {"SELECT 1 FROM clients WHERE name = ?"}
+IMPORTING = {
+    "SELECT ?1, ?2, (SELECT id FROM memories WHERE space = ?1 AND content_sha256 = ?2 AND deleted IS NULL)",
+    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
+    "coalesce((SELECT max(id) FROM memories), 0))",
+}
+EXPORTING = "SELECT count(*) FROM memories"  # an export's first read: the document is one consistent state
+CHAIN_END = "SELECT chain FROM events ORDER BY id DESC LIMIT 1"
+EVENTS_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'events'"
+NEW_MEMORY = "INSERT INTO memories(space,"
+VECTOR_PUT = ("INSERT OR REPLACE INTO memory_vectors(memory, model, embedding) SELECT id, ?, ? FROM memories "
+              "WHERE id = ? AND title = ? AND content_sha256 = ? AND deleted IS NULL")  # fmt: skip
+LIVE_CONTENT = "memories_live_content"
+
+
+class Retry(Unavailable):
+    """A race the database settled against this verb's change, which was rolled back: another machine committed
+    the same content first, or a deadlock chose it. Running the change again gives the answer SQLite's single
+    writer would have (`changed: false`, `conflict.memory_duplicate`); if it escapes, it is `store_busy`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("store_busy", message, fix="retry")
 
 
 def translate_sql(sql: str, bound: bool = True) -> str:
@@ -111,6 +162,11 @@ class Connection:
         self._last_id = 0
         self._changes = 0
         self._in_transaction = False  # between this adapter's BEGIN and its COMMIT or ROLLBACK
+        self._writing = False  # the open transaction is a verb's (BEGIN IMMEDIATE)
+        self._chained = False  # it holds the event chain's lock
+        self._tables = ""  # the table lock it holds for an import or an export, if any
+        self._event_id: int | None = None  # the chain's last id, read with its last link, for the next event
+        self._release = False  # a savepoint's RELEASE not sent yet (a round trip, under the chain's lock)
         self.pg = self._open()
 
     def _open(self) -> psycopg.Connection[Any]:
@@ -151,18 +207,77 @@ class Connection:
         if sql == "BEGIN":
             return self._begin(write=False)
         if sql in ("COMMIT", "ROLLBACK"):
-            try:
-                self.run(sql)
-            finally:
-                self._in_transaction = False
+            return self._end(sql)
+        if sql == "RELEASE hivemem" and self._in_transaction:
+            self._release = True  # sent before the next statement; a COMMIT or ROLLBACK next makes it moot
             return Cursor([])
-        text = translate_sql(sql, bool(args))
-        if RETURNING.match(text):
-            text += " RETURNING id"
+        if self._writing:
+            written = self._locked(sql, args)
+            if written is not None:
+                return written
+        text = self._statement(sql, bool(args))
         rows = self.run(text, args)
-        if RETURNING.match(text) and rows:
+        if RETURNING.match(text):
+            if not rows:
+                raise Retry("another machine committed this content in this space first")
             self._last_id = int(rows[0][0])
         return Cursor(rows)
+
+    def _statement(self, sql: str, bound: bool) -> str:
+        """The PostgreSQL text of a statement, with what a verb's transaction adds to it."""
+        text = translate_sql(sql, bound)
+        if RETURNING.match(text):
+            if self._writing and sql.startswith(NEW_MEMORY):  # two machines adding one text: one row
+                text += " ON CONFLICT (space, content_sha256) WHERE deleted IS NULL DO NOTHING"
+            return text + " RETURNING id"
+        if self._writing and sql in LOCKING:
+            return text + LOCKING[sql]
+        if self._writing and sql == VECTOR_PUT:  # a change to the text under way elsewhere is waited for
+            return text.replace(" ON CONFLICT", " FOR SHARE ON CONFLICT", 1)
+        return text
+
+    def _end(self, how: str) -> Cursor:
+        try:
+            self.run(how)
+        finally:
+            self._in_transaction = self._writing = self._chained = self._release = False
+            self._tables, self._event_id = "", None
+        return Cursor([])
+
+    def _locked(self, sql: str, args: Sequence[Any]) -> Cursor | None:
+        """The locks a statement of a verb's transaction needs before it runs; a Cursor when the statement
+        is answered here (the chain's end, read with the chain's lock held)."""
+        if sql == CHAIN_END:
+            self.chain_lock()
+            rows = self.run("SELECT chain, id FROM events ORDER BY id DESC LIMIT 1")
+            self._event_id = int(rows[0][1]) if rows else 0
+            return Cursor([(rows[0][0],)] if rows else [])
+        if sql == EVENTS_SEQ and self._event_id is not None:
+            event_id, self._event_id = self._event_id, None
+            return Cursor([(event_id,)])
+        if sql.startswith("ROLLBACK TO"):  # locks taken since the savepoint may be released with it
+            self._chained, self._tables, self._event_id = False, "", None
+        elif sql in KEYED:
+            self.run("SELECT pg_advisory_xact_lock(%s, %s)", (KEYED_LOCK, keyed(sql, [args[i] for i in KEYED[sql]])))
+        elif sql in STORE_WIDE:
+            self.chain_lock()
+        elif sql in IMPORTING:
+            self._lock_tables("memories", "SHARE ROW EXCLUSIVE")  # no other machine inserts while ids are planned
+        elif sql.startswith(EXPORTING):
+            self._lock_tables("memories, memory_relations, sessions", "SHARE")
+        return None
+
+    def chain_lock(self) -> None:
+        """Take the event chain's lock (once per transaction, held to its end), and announce the commit to
+        every machine's followers: NOTIFY is delivered when the transaction commits, and only then."""
+        if not self._chained:
+            self.run("SELECT pg_advisory_xact_lock(%s), pg_notify(%s, '')", (WRITE_LOCK, NOTIFY_CHANNEL))
+            self._chained = True
+
+    def _lock_tables(self, tables: str, mode: str) -> None:
+        if not self._tables:
+            self.run(f"LOCK TABLE {tables} IN {mode} MODE")
+            self._tables = tables
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> Cursor:
         rows: list[Row] = []
@@ -174,6 +289,9 @@ class Connection:
 
     def run(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         """A PostgreSQL statement, its parameters bound by the server; errors as the wire's."""
+        if self._release and sql not in ("COMMIT", "ROLLBACK"):
+            self._release = False
+            self.run("RELEASE hivemem")
         self._ready()
         try:
             try:
@@ -190,17 +308,19 @@ class Connection:
 
     def _begin(self, *, write: bool) -> Cursor:
         self._ready()
-        self.run("BEGIN")
-        self._in_transaction = True
-        if write:
-            self.run("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            self.run(f"NOTIFY {NOTIFY_CHANNEL}")  # delivered at commit only: followers on every machine wake
-        else:
-            self.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self.run("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._in_transaction, self._writing = True, write
         return Cursor([])
 
     def close(self) -> None:
         self.pg.close()
+
+
+def keyed(sql: str, values: Sequence[Any]) -> int:
+    """The second half of a KEYED lock's key: 32 bits of SHA-256 of the statement and the values it looks up
+    (two values sharing a key only wait for each other)."""
+    text = "\0".join([sql, *(v.hex() if isinstance(v, bytes) else str(v) for v in values)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big", signed=True)
 
 
 def unreachable(exc: BaseException) -> Unavailable:
@@ -218,7 +338,11 @@ def failure(exc: psycopg.Error, conn: Connection) -> HivememError:
     if isinstance(exc, pg_errors.QueryCanceled):
         return Unavailable("store_busy", "a statement ran past the store's statement timeout; nothing was written",
                            fix="retry; a query that always times out needs a narrower filter")  # fmt: skip
-    if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected | pg_errors.LockNotAvailable):
+    if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+        return Retry(f"another machine's change crossed this one ({type(exc).__name__}); nothing was written")
+    if isinstance(exc, pg_errors.UniqueViolation) and exc.diag.constraint_name == LIVE_CONTENT:
+        return Retry("another machine committed this content in this space first")
+    if isinstance(exc, pg_errors.LockNotAvailable):
         return Unavailable("store_busy", "the store is busy; another writer holds it", fix="retry")
     if isinstance(exc, pg_errors.DiskFull):
         return Failed("disk_full", "the disk holding the store is full; this change was not written",

@@ -7,12 +7,13 @@ differs: search (text search, postgres/search.py), operations (checks, backup de
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 import psycopg
 
@@ -22,10 +23,40 @@ from hivemem.store.filters import Filter
 from hivemem.store.keys import ensure_owner_key, new_secret, read_key
 from hivemem.store.limits import Limits
 from hivemem.store.postgres import schema, search
-from hivemem.store.postgres.conn import NOTIFY_CHANNEL, Connection
+from hivemem.store.postgres.conn import NOTIFY_CHANNEL, Connection, Retry
 from hivemem.store.postgres.operations import PostgresOperations
 from hivemem.store.sqlite import erasure, listing
-from hivemem.store.sqlite.store import SQLiteMemories, SQLiteSearch, SQLiteStore
+from hivemem.store.sqlite.store import (
+    SQLiteClients,
+    SQLiteEvents,
+    SQLiteGovernance,
+    SQLiteMemories,
+    SQLiteSearch,
+    SQLiteSessions,
+    SQLiteStore,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+RETRIES = 5  # a verb's change run again after a race it lost (postgres/conn.py's Retry), at most this often
+
+
+def retrying(method: Callable[P, R]) -> Callable[P, R]:
+    """A writing method run again when the database settled a race against it (D208). Its change is one
+    atomic() block, rolled back (to its savepoint, inside a verb's transaction) before `Retry` leaves it, so the
+    next run starts clean and sees what the other machine committed: the same answers as SQLite's single
+    writer. A race lost RETRIES times in a row answers `unavailable.store_busy`."""
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        for _ in range(RETRIES - 1):
+            try:
+                return method(*args, **kwargs)
+            except Retry:
+                continue
+        return method(*args, **kwargs)
+
+    return run
 
 
 def _digest(key: str) -> str:
@@ -54,6 +85,10 @@ class PostgresStore(SQLiteStore):
         self._data_dir = data_dir
         self._identity = None
         self._memories = PostgresMemories(self)
+        self._sessions = PostgresSessions(self)
+        self._clients = PostgresClients(self)
+        self._events = PostgresEvents(self)
+        self._governance = PostgresGovernance(self)
         self._search = PostgresSearch(self)
         self._operations = PostgresOperations(self)
 
@@ -160,11 +195,45 @@ class PostgresStore(SQLiteStore):
 
 class PostgresMemories(SQLiteMemories):
     __slots__ = ()
+    add = retrying(SQLiteMemories.add)
+    update = retrying(SQLiteMemories.update)
+    delete = retrying(SQLiteMemories.delete)
+    restore = retrying(SQLiteMemories.restore)
+    purge = retrying(SQLiteMemories.purge)
 
     def erase_copies(self, memory: int) -> None:
         """The purged memory's text out of this machine's exports; the database keeps no copy once the purge
         commits (backups taken with pg_dump are the operator's to rotate, D155)."""
         erasure.scrub_exports(os.path.join(self._store.data_dir, "exports"), self._store.store_id(), memory)
+
+
+class PostgresSessions(SQLiteSessions):
+    __slots__ = ()
+    start = retrying(SQLiteSessions.start)
+    end = retrying(SQLiteSessions.end)
+    purge = retrying(SQLiteSessions.purge)
+
+
+class PostgresClients(SQLiteClients):
+    __slots__ = ()
+    add = retrying(SQLiteClients.add)
+    remove = retrying(SQLiteClients.remove)
+
+
+class PostgresEvents(SQLiteEvents):
+    __slots__ = ()
+    recalled = retrying(SQLiteEvents.recalled)
+
+
+class PostgresGovernance(SQLiteGovernance):
+    __slots__ = ()
+    capture = retrying(SQLiteGovernance.capture)
+    confirm = retrying(SQLiteGovernance.confirm)
+    challenge = retrying(SQLiteGovernance.challenge)
+    archive = retrying(SQLiteGovernance.archive)
+    relate = retrying(SQLiteGovernance.relate)
+    unrelate = retrying(SQLiteGovernance.unrelate)
+    move = retrying(SQLiteGovernance.move)
 
 
 class PostgresSearch(SQLiteSearch):
