@@ -576,7 +576,7 @@ def test_compare_and_swap_across_machines_loses_no_update(team: tuple[Home, Home
     """2 daemons, 8 clients each, N read-modify-writes each of one counter: it ends at exactly 16 N, and its revision
     history is linear (every revision once, in order)."""
     a, b = team
-    rounds = 250 if SOAK else 100  # D210: 250 (SPEC 16's count) ran 87 s here, over a CI test's budget
+    rounds = 250  # the issue's count, in CI too (D210): 87 s on this 2-core machine under load
     assert a.ok("memory", "add", "--space", "user", "--content", "counter 0")["id"] == "m1"
     b.ok("whoami")
     procs = [worker(h, "m1", str(rounds)) for h in (a, b) for _ in range(8)]
