@@ -240,6 +240,23 @@ def test_a_search_column_out_of_step_is_found_and_repaired(pg: Home) -> None:
     assert [r["id"] for r in pg.ok("memory", "search", "--query", "pears")["results"]] == ["m1"]
 
 
+def test_a_new_memory_is_written_with_its_search_terms_in_one_row_version(pg: Home) -> None:
+    """memory.add puts an active memory's terms in its INSERT (D211): the terms are exactly those the index
+    writes for the text (store check re-tokenizes every row), the row is never updated after it, and a draft
+    has none until it is confirmed."""
+    pg.ok("memory", "add", "--space", "user", "--content", "ship the 東京 release notes", "--title", "Notes",
+          "--tags", "docs,release")  # fmt: skip
+    draft = pg.ok("memory", "capture", "--space", "user", "--content", "a captured draft about pears")["id"]
+    assert pg.ok("store", "check")["ok"] is True
+    rows = sql(pg, "SELECT id, search IS NOT NULL, ctid::text FROM memories ORDER BY id")
+    assert rows[0] == (1, True, "(0,1)")  # the first tuple of the table: no second version was written
+    assert rows[1][:2] == (int(draft[1:]), False)
+    assert [r["id"] for r in pg.ok("memory", "search", "--query", "東京 notes")["results"]] == ["m1"]
+    pg.ok("memory", "confirm", "--id", draft, "--revision", "1")
+    assert [r["id"] for r in pg.ok("memory", "search", "--query", "pears")["results"]] == [draft]
+    assert pg.ok("store", "check")["ok"] is True
+
+
 # Bad input: a failure halfway, the server going away, a statement timeout
 
 

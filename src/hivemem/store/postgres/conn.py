@@ -87,6 +87,9 @@ EXPORTING = "SELECT count(*) FROM memories"  # an export's first read: the docum
 CHAIN_END = "SELECT chain FROM events ORDER BY id DESC LIMIT 1"
 EVENTS_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'events'"
 NEW_MEMORY = "INSERT INTO memories(space,"
+NEW_TITLE, NEW_CONTENT, NEW_TAGS, NEW_STATUS = 2, 3, 6, 7  # in memories.insert's column list
+# The search terms of a memory's title, content and tags (postgres/search.py's `document`, set there).
+DOCUMENT: Callable[[str, str, str], str] | None = None
 VECTOR_PUT = ("INSERT OR REPLACE INTO memory_vectors(memory, model, embedding) SELECT id, ?, ? FROM memories "
               "WHERE id = ? AND title = ? AND content_sha256 = ? AND deleted IS NULL")  # fmt: skip
 LIVE_CONTENT = "memories_live_content"
@@ -166,6 +169,7 @@ class Connection:
         self._chained = False  # it holds the event chain's lock
         self._tables = ""  # the table lock it holds for an import or an export, if any
         self._event_id: int | None = None  # the chain's last id, read with its last link, for the next event
+        self.indexed: int | None = None  # the memory the last statement inserted with its search terms (D211)
         self._release = False  # a savepoint's RELEASE not sent yet (a round trip, under the chain's lock)
         self.pg = self._open()
 
@@ -215,13 +219,24 @@ class Connection:
             written = self._locked(sql, args)
             if written is not None:
                 return written
-        text = self._statement(sql, bool(args))
+        self.indexed = None
+        text, args, searched = self._with_terms(sql, self._statement(sql, bool(args)), args)
         rows = self.run(text, args)
         if RETURNING.match(text):
             if not rows:
                 raise Retry("another machine committed this content in this space first")
             self._last_id = int(rows[0][0])
+            self.indexed = self._last_id if searched else None
         return Cursor(rows)
+
+    def _with_terms(self, sql: str, text: str, args: Sequence[Any]) -> tuple[str, Sequence[Any], bool]:
+        """A new live, active memory's INSERT with its search terms in the row (D211): the index's statement that
+        follows it then has nothing left to read or write."""
+        if DOCUMENT is None or not self._writing or not sql.startswith(NEW_MEMORY) or args[NEW_STATUS] != "active":
+            return text, args, False
+        text = text.replace(") VALUES (", ", search) VALUES (", 1)
+        text = text.replace(") ON CONFLICT", ", %s::tsvector) ON CONFLICT", 1)
+        return text, (*args, DOCUMENT(args[NEW_TITLE], args[NEW_CONTENT], args[NEW_TAGS])), True
 
     def _statement(self, sql: str, bound: bool) -> str:
         """The PostgreSQL text of a statement, with what a verb's transaction adds to it."""

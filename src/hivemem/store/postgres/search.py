@@ -25,6 +25,7 @@ from typing import Any, cast
 import apsw
 
 from hivemem.store.filters import Filter
+from hivemem.store.postgres import conn as conn_module
 from hivemem.store.postgres.conn import SPECIALS, Connection, Row
 from hivemem.store.sqlite import search as sqlite_search
 from hivemem.store.sqlite.db import snapshot
@@ -98,7 +99,10 @@ def unindex(conn: Connection, memory: int) -> None:
 
 
 def _add(conn: Connection, args: Sequence[Any]) -> list[Row]:
-    index(conn, int(args[0]))
+    memory, inserted = int(args[0]), conn.indexed
+    conn.indexed = None
+    if memory != inserted:  # not the row the statement before inserted with its terms (D211)
+        index(conn, memory)
     return []
 
 
@@ -136,6 +140,7 @@ def _match_limit(conn: Connection, args: Sequence[Any]) -> list[Row]:
     return conn.run("SELECT id FROM memories WHERE search @@ %s::tsquery LIMIT %s", (q, int(args[1])))
 
 
+conn_module.DOCUMENT = document
 SPECIALS.update({
     "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
     "FROM memory_fts_source WHERE id = ?": _add,
