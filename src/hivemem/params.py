@@ -193,7 +193,7 @@ def timestamp(param: str, value: str) -> str:
     """An RFC 3339 time, normalized to UTC with milliseconds; empty clears."""
     if value == "":
         return value
-    if CANONICAL_TIME.match(value) and _valid_time(value):  # already in the stored form (every exported time)
+    if CANONICAL_TIME.match(value) and valid_time(value):  # already in the stored form (every exported time)
         return value
     if not TIME_RE.match(value):
         raise InvalidParams("type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time")
@@ -206,7 +206,7 @@ def timestamp(param: str, value: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def _valid_time(value: str) -> bool:
+def valid_time(value: str) -> bool:
     try:
         datetime.fromisoformat(value[:-1] + "+00:00")
     except ValueError:
