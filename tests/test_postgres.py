@@ -677,7 +677,7 @@ def test_events_follow_on_one_machine_sees_commits_of_the_other(team: tuple[Home
                 stream.close()
 
 
-def test_a_one_space_search_weighs_its_terms_by_their_counts_in_that_space(pg: Home) -> None:
+def test_a_one_space_search_weights_terms_by_their_counts_in_that_space(pg: Home) -> None:
     # "alpha" is common in the store (team/b) but rare in team/a, and "beta" the other way round: in team/a the
     # memory holding alpha ranks first (D203), while the store's counts would put beta's, the newer, first.
     for n in range(10):

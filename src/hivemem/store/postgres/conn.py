@@ -277,7 +277,7 @@ class Connection:
         elif sql in STORE_WIDE:
             self.chain_lock()
         elif sql in IMPORTING:
-            self._lock_tables("memories", "SHARE ROW EXCLUSIVE")  # no other machine inserts while ids are planned
+            self._lock_tables("memories", "EXCLUSIVE")  # no other machine writes or locks a row while ids are planned
         elif sql.startswith(EXPORTING):
             self._lock_tables("memories, memory_relations, sessions", "SHARE")
         return None

@@ -103,7 +103,7 @@ class PostgresOperations(SQLiteOperations):
         with atomic(conn):  # type: ignore[arg-type]
             # no other machine changes a memory while the column is rebuilt (reads go on), so no row it skips or
             # indexes is deleted, archived or edited under it (D208)
-            conn.run("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
+            conn.run("LOCK TABLE memories IN EXCLUSIVE MODE")
             before = run(conn, SEARCH)
             conn.run("UPDATE memories SET search = NULL WHERE search IS NOT NULL")
             ids = [int(r[0]) for r in conn.run("SELECT id FROM memories WHERE deleted IS NULL AND status = 'active'")]
