@@ -185,7 +185,7 @@ def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MA
         return []
     sql, args = statement
     rows = conn.execute(sql, args).fetchall()
-    _remember_total(conn, _space_set(flt), rows)
+    _remember_total(conn, sqlite_search.space_set(flt), rows)
     return [int(r[0]) for r in rows]
 
 
@@ -201,7 +201,7 @@ def _ranking(conn: Connection, words: list[str], flt: Filter, limit: int) -> tup
     (space_total). A search of the whole store counts over the whole index, kept per connection
     (document_counts)."""
     terms = [q for q in (query([w]) for w in words) if q is not None]
-    spaces = _space_set(flt)
+    spaces = sqlite_search.space_set(flt)
     if not terms or spaces == ():
         return None
     where, args = condition(flt, "m")
@@ -244,16 +244,6 @@ def _remember_total(conn: Connection, spaces: tuple[str, ...] | None, rows: Sequ
         known[spaces] = (time.monotonic(), int(rows[0][-1]))
 
 
-def _space_set(flt: Filter) -> tuple[str, ...] | None:
-    """The spaces a search is confined to, when the filter names them (or the reader can read only those)."""
-    if flt.spaces is not None:
-        return tuple(sorted(set(flt.spaces)))
-    r = flt.readable
-    if not r.everything and not r.prefixes and not r.memories:
-        return tuple(sorted(r.spaces))
-    return None
-
-
 def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
     """The best `limit` memories the filter admits, best first, as list items with FTS5's snippet: one
     statement ranks them and reads their rows, so it needs no snapshot around it."""
@@ -264,7 +254,7 @@ def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[di
     page = (f"SELECT {PAGE_COLUMNS}, top.total FROM ({sql}) top JOIN memories m ON m.id = top.id "
             "ORDER BY top.s DESC, top.id DESC")  # fmt: skip
     found = conn.execute(page, args).fetchall()
-    _remember_total(conn, _space_set(flt), found)
+    _remember_total(conn, sqlite_search.space_set(flt), found)
     rows = [r[:-1] for r in found]
     texts = {int(r[0]): (r[INDEX["title"]], r[INDEX["content"]], r[INDEX["tags"]]) for r in rows}
     cut = sqlite_search.snippets(conn, words, texts) if texts else {}  # type: ignore[arg-type]

@@ -55,7 +55,7 @@ def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LI
     if not words:
         return []
     expression = match_expression(words)
-    spaces = _space_set(flt)
+    spaces = space_set(flt)
     where, args = condition(flt, "m")
     if spaces is None:
         if _everything(flt):
@@ -85,7 +85,7 @@ def sharing(conn: apsw.Connection, words: list[str], flt: Filter, limit: int, ke
     `words` (rarity: rows matched in the filter's spaces, read no further than `cap` per word), then newest.
 
     Capture's candidates (SPEC 8.1): scoring an OR of a whole text with bm25 reads most of a large space."""
-    spaces = _space_set(flt)
+    spaces = space_set(flt)
     confine = bool(spaces) and not _covers_store(conn, spaces or ())
     found: list[tuple[int, int, list[int]]] = []
     for n, word in enumerate(words):
@@ -140,7 +140,7 @@ def _ids(conn: apsw.Connection, sql: str, args: tuple[Any, ...]) -> list[int]:
     return [int(r[0]) for r in all_rows(conn, sql, args)]
 
 
-def _space_set(flt: Filter) -> tuple[str, ...] | None:
+def space_set(flt: Filter) -> tuple[str, ...] | None:
     """The spaces a search is confined to, when the filter names them (or the reader can read only those)."""
     if flt.spaces is not None:
         return tuple(sorted(set(flt.spaces)))
