@@ -13,6 +13,8 @@ import os
 import re
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -163,6 +165,28 @@ def test_item01_nobody_else_can_listen_on_the_ipv6_loopback_of_the_port(ui: UI) 
     with pytest.raises(OSError) as caught, socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as squatter:
         squatter.bind(("::1", ui.port))
     assert caught.value.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT), caught.value
+
+
+def test_item01_a_squatter_on_the_ipv6_loopback_of_a_given_port_stops_the_ui(home: Home) -> None:
+    """With `--port`, a port someone else holds on [::1] is refused: the UI does not serve 127.0.0.1 alone."""
+    try:
+        squatter = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        squatter.bind(("::1", 0))
+    except OSError:
+        pytest.skip("this machine has no IPv6 loopback, so nobody can listen there")
+    with squatter:
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        proc = subprocess.Popen([sys.executable, "-m", "hivemem", "ui", "--port", str(port)], env=home.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 2 and b"invalid_params.usage" in err and b"cannot listen" in err, (out, err)
+    assert b"login?token=" not in out
 
 
 # --- item 10: bodies, timeouts, bounded connections -----------------------------------------------------------

@@ -56,8 +56,13 @@ class Guard:
     def check_host(self, host: str | None) -> None:
         """Only our own authority: another name or address of this port (127.0.0.1, localhost, a page whose name
         resolves here by DNS rebinding) is refused, whatever cookie it carries (D230)."""
-        if host is None or host.lower() not in self.hosts:
-            raise Refused(421, "This address is not served here: open the UI through the login URL it printed.")
+        given = (host or "").lower().encode()  # compared in constant time: the name is part of the secret
+        if not any(hmac.compare_digest(given, allowed.encode()) for allowed in self.hosts):
+            raise Refused(
+                421,
+                "This address is not served here: the UI answers only on the name in the login URL that "
+                "`hivemem ui` printed (http://hivemem-….localhost:…).",
+            )
 
     def login(self, token: str) -> str:
         """Exchange the one-time token for a new session id; it never works a second time."""

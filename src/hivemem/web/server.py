@@ -263,10 +263,12 @@ def open_ui(
     warning = check_options(host, exposed, read_timeout)
     named = host in NAMED
     slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    addresses = list(LOOPBACK) if named else [host]
     try:
-        servers = listen(list(LOOPBACK) if named else [host], port, lambda a: UIServer(a, owner, slots, read_timeout))
+        servers = listen(addresses, port, lambda a: UIServer(a, owner, slots, read_timeout))
     except OSError as exc:
-        raise InvalidParams("usage", f"cannot listen on {host}:{port}: {exc.strerror}", param="port") from None
+        where = " and ".join(addresses)
+        raise InvalidParams("usage", f"cannot listen on port {port} of {where}: {exc.strerror}", param="port") from None
     chosen = servers[0].server_address[1]
     guard = Guard(private_name() if named else host, chosen, login_ttl)
     for server in servers:
