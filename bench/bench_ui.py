@@ -19,7 +19,6 @@ import argparse
 import http.client
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,15 +28,15 @@ import benchlib as bl
 from bench_search import raw_runner
 from hivemem.store.sqlite.db import connect
 from hivemem.web.app import Owner
-from hivemem.web.server import UIServer
+from hivemem.web.server import open_ui
 
 SPACES = 20
 P50_MS, P99_MS = 50.0, 200.0
 
 
-def ui_page(port: int, cookie: str) -> Callable[[str], int]:
+def ui_page(origin: str, port: int, cookie: str) -> Callable[[str], int]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    headers = {"Host": f"127.0.0.1:{port}", "Cookie": cookie}
+    headers = {"Host": origin.removeprefix("http://"), "Cookie": cookie}
 
     def get(path: str) -> int:
         conn.request("GET", path, headers=headers)
@@ -67,11 +66,11 @@ def measure(size: int, requests: int, keep: bool) -> list[tuple[Any, ...]]:
         t = time.perf_counter()
         added = bl.prefill(home, gen.memories(size, 80, 400, SPACES))
         print(f"  prefilled {added:,} memories in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-        server = UIServer("127.0.0.1", 0, Owner(home.client()), 600.0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        assert server.guard.login_token is not None
-        cookie = f"{server.guard.cookie}={server.guard.login(server.guard.login_token)}"
-        get = ui_page(server.server_address[1], cookie)
+        owner = Owner(home.client())
+        served = open_ui(owner).start()
+        assert served.guard.login_token is not None
+        cookie = f"{served.guard.cookie}={served.guard.login(served.guard.login_token)}"
+        get = ui_page(served.guard.origin, served.port, cookie)
         raw = connect(home.paths.store, readonly=True)
         rng = random.Random(size)
         queries = [gen.query() for _ in range(requests)]
@@ -110,9 +109,8 @@ def measure(size: int, requests: int, keep: bool) -> list[tuple[Any, ...]]:
             ok = meets(name, ui_lat, raw_lat)
             rows.append((size, name, n, bl.ms(bl.pct(raw_lat, 50)), bl.ms(bl.pct(ui_lat, 50)),
                          bl.ms(bl.pct(raw_lat, 99)), bl.ms(bl.pct(ui_lat, 99)), bl.verdict(ok)))  # fmt: skip
-        server.shutdown()
-        server.server_close()
-        server.owner.close()
+        served.close()
+        owner.close()
         raw.close()
     finally:
         home.cleanup(keep)

@@ -174,6 +174,9 @@ def _ui(args: list[str]) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--expose", action="store_true", help="allow a non-loopback --host (warns)")
     parser.add_argument("--login-ttl", type=float, default=600.0, help="seconds the login URL stays valid")
+    parser.add_argument(
+        "--read-timeout", type=float, default=10.0, help="seconds a connection has to send each request (default 10)"
+    )
     try:
         ns = parser.parse_args(args)
     except HivememError as exc:
@@ -188,7 +191,9 @@ def _ui(args: list[str]) -> int:
         output.flush()
 
     try:
-        return serve(ns.host, ns.port, exposed=ns.expose, login_ttl=ns.login_ttl, ready=ready)
+        return serve(
+            ns.host, ns.port, exposed=ns.expose, login_ttl=ns.login_ttl, read_timeout=ns.read_timeout, ready=ready
+        )
     except HivememError as exc:
         return output.error(exc, False)
     except KeyboardInterrupt:

@@ -1,10 +1,12 @@
-"""Who may talk to the UI: the Host check (DNS rebinding), the one-time login, the session cookie and CSRF.
+"""Who may talk to the UI: the Host check (a private name per run, DNS rebinding), the one-time login, the session
+cookie and CSRF.
 
 Pure request checks over header values; the server decides what to answer.
 """
 
 from __future__ import annotations
 
+import base64
 import hmac
 import secrets
 import threading
@@ -21,15 +23,27 @@ class Refused(Exception):
         self.status, self.reason = status, reason
 
 
-class Guard:
-    """One UI process's secrets: a login token usable once, then sessions each with their own CSRF token."""
+def private_name() -> str:
+    """A host name of this run alone under `.localhost`, which browsers resolve to loopback themselves (D230).
 
-    def __init__(self, host: str, port: int, login_ttl: float = LOGIN_TTL_S) -> None:
-        self.origin = f"http://{_authority(host, port)}"
-        self.hosts = {_authority(host, port)}
-        if host in ("127.0.0.1", "localhost"):
-            self.hosts |= {f"127.0.0.1:{port}", f"localhost:{port}"}
-        self.cookie = f"hivemem_ui_{port}"  # cookies ignore ports: one name per UI, so two UIs never clash
+    The session cookie is bound to it, and browsers send a cookie to every port of its host: 120 random bits keep
+    another local user's server from being visited under it.
+    """
+    return "hivemem-" + base64.b32encode(secrets.token_bytes(15)).decode().lower() + ".localhost"
+
+
+class Guard:
+    """One UI process's secrets: a login token usable once, then sessions each with their own CSRF token.
+
+    `name` is the host the UI answers on: a `private_name()` on loopback, else the exposed address.
+    """
+
+    def __init__(self, name: str, port: int, login_ttl: float = LOGIN_TTL_S) -> None:
+        self.origin = f"http://{_authority(name, port)}"
+        self.hosts = {_authority(name, port).lower()}
+        if port == 80:  # browsers leave the default port out of Host
+            self.hosts.add(_authority(name, port).rsplit(":", 1)[0].lower())
+        self.cookie = f"hivemem_ui_{port}"  # one name per port, so two exposed UIs on one address never clash
         self.login_token: str | None = secrets.token_urlsafe(32)
         self.login_deadline = time.monotonic() + login_ttl
         self._sessions: dict[str, str] = {}  # session id -> its CSRF token
@@ -40,9 +54,15 @@ class Guard:
         return f"{self.origin}/login?token={self.login_token}"
 
     def check_host(self, host: str | None) -> None:
-        """Only our own authority: a page on another name resolving here (DNS rebinding) is refused."""
-        if host is None or host.lower() not in self.hosts:
-            raise Refused(421, "This address is not served here: open the UI through the login URL it printed.")
+        """Only our own authority: another name or address of this port (127.0.0.1, localhost, a page whose name
+        resolves here by DNS rebinding) is refused, whatever cookie it carries (D230)."""
+        given = (host or "").lower().encode()  # compared in constant time: the name is part of the secret
+        if not any(hmac.compare_digest(given, allowed.encode()) for allowed in self.hosts):
+            raise Refused(
+                421,
+                "This address is not served here: the UI answers only on the name in the login URL that "
+                "`hivemem ui` printed (http://hivemem-….localhost:…).",
+            )
 
     def login(self, token: str) -> str:
         """Exchange the one-time token for a new session id; it never works a second time."""
@@ -61,14 +81,15 @@ class Guard:
 
     def session(self, cookie_header: str | None) -> str:
         """The CSRF token of the session the cookie names; no valid cookie is a refusal."""
-        value = _cookie(cookie_header, self.cookie)
+        values = _cookies(cookie_header, self.cookie)  # every one: a second cookie of the name cannot hide ours
         with self._lock:
             for session, csrf in self._sessions.items():
-                if value is not None and hmac.compare_digest(value.encode(), session.encode()):
+                if any(hmac.compare_digest(value.encode(), session.encode()) for value in values):
                     return csrf
         raise Refused(401, "Not logged in. Open the one-time login URL that `hivemem ui` printed.")
 
     def set_cookie(self, session: str) -> str:
+        """Host-only (no Domain): the browser sends it to the private name alone, never to 127.0.0.1 or localhost."""
         return f"{self.cookie}={session}; HttpOnly; SameSite=Strict; Path=/"
 
     def check_change(self, csrf: str, origin: str | None, fetch_site: str | None, sent: str | None) -> None:
@@ -85,9 +106,10 @@ def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _cookie(header: str | None, name: str) -> str | None:
+def _cookies(header: str | None, name: str) -> list[str]:
+    values = []
     for part in (header or "").split(";"):
         key, _, value = part.strip().partition("=")
         if key == name:
-            return value
-    return None
+            values.append(value)
+    return values

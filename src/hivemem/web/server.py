@@ -1,5 +1,6 @@
-"""`hivemem ui`: a standard-library HTTP server on loopback, guarded by a one-time login, a session cookie,
-a Host check and CSRF tokens; every page is built from the owner's calls to the daemon."""
+"""`hivemem ui`: a standard-library HTTP server on loopback under a private name, guarded by a one-time login, a
+session cookie bound to that name, a Host check and CSRF tokens; every page is built from the owner's calls to the
+daemon. Connections (bounds, timeouts, bodies) are `listen.py`'s."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ import ipaddress
 import re
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError, InvalidParams
 from hivemem.web import governance, health, html, hygiene, memories
 from hivemem.web.app import Owner, Request, Response, error_page, hivemem_error
-from hivemem.web.guard import LOGIN_TTL_S, Guard, Refused
+from hivemem.web.guard import LOGIN_TTL_S, Guard, Refused, private_name
+from hivemem.web.listen import MAX_CONNECTIONS, READ_TIMEOUT_S, BoundedServer, TimedHandler, listen
 
 MAX_BODY = 1 << 20  # a form larger than this is refused before it is read
 MAX_FIELDS = 64
@@ -55,24 +56,57 @@ SECURITY_HEADERS = {
 }
 
 
-class UIServer(ThreadingHTTPServer):
-    daemon_threads = True
+LOOPBACK = ("127.0.0.1", "::1")  # where browsers send a .localhost name: the UI holds both (D231)
+NAMED = (*LOOPBACK, "localhost")  # --host values served under a private name
+MAX_READ_TIMEOUT_S = 3600.0
 
-    def __init__(self, host: str, port: int, owner: Owner, login_ttl: float) -> None:
-        import socket
 
-        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        super().__init__((host, port), Handler)
+class UIServer(BoundedServer):
+    """One listening address of a UI; every listener of one UI shares its owner, guard and connection slots."""
+
+    def __init__(self, address: tuple[str, int], owner: Owner, slots: threading.Semaphore, read_timeout: float) -> None:
+        super().__init__(address, Handler, slots, read_timeout)
         self.owner = owner
-        self.guard = Guard(host, self.server_address[1], login_ttl)
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        """A browser that closes a connection mid-reply is not an error worth a traceback on the terminal."""
+        self.guard: Guard  # set by open_ui once the port is known
 
 
-class Handler(BaseHTTPRequestHandler):
+class UI:
+    """A running review UI: its listeners (127.0.0.1 and ::1 under a private name, or one exposed address), the
+    guard they share, and the warning to show, if any."""
+
+    def __init__(self, servers: list[UIServer], guard: Guard, warning: str) -> None:
+        self.servers, self.guard, self.warning = servers, guard, warning
+        self.port = servers[0].server_address[1]
+        self._threaded: list[UIServer] = []  # listeners serving on threads of their own
+
+    def serve(self) -> None:
+        """Serve until interrupted: the first listener on this thread, the others on their own."""
+        self._start(self.servers[1:])
+        try:
+            self.servers[0].serve_forever(poll_interval=0.2)
+        finally:
+            self.close()
+
+    def start(self) -> UI:
+        """For embedding (tests, benchmarks): every listener on a thread; `close()` stops them."""
+        self._start(self.servers)
+        return self
+
+    def close(self) -> None:
+        for server in self._threaded:
+            server.shutdown()
+        self._threaded = []
+        for server in self.servers:
+            server.server_close()
+
+    def _start(self, servers: list[UIServer]) -> None:
+        for server in servers:
+            start_in_thread(server)
+            self._threaded.append(server)
+
+
+class Handler(TimedHandler):
     server: UIServer
-    protocol_version = "HTTP/1.1"
     server_version = "hivemem-ui"
     disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall between them
     sys_version = ""
@@ -81,6 +115,7 @@ class Handler(BaseHTTPRequestHandler):
         """Requests are not logged: URLs can carry the login token and queries."""
 
     def do_GET(self) -> None:
+        self.drop_body(MAX_BODY)  # a GET's body means nothing here: read and dropped before anything else
         self._respond(self._get)
 
     def do_POST(self) -> None:
@@ -96,6 +131,7 @@ class Handler(BaseHTTPRequestHandler):
             response = hivemem_error(exc)
         except Exception:  # never a traceback on the page or the terminal
             response = error_page(500, "Something went wrong in hivemem ui; nothing was changed by this page.")
+        self.drop_body(MAX_BODY)  # what a refused request left unread is never parsed as the next request
         self._send(response)
 
     def _get(self) -> Response:
@@ -119,14 +155,22 @@ class Handler(BaseHTTPRequestHandler):
         return _route(POST, url.path, self.server.owner, Request(url.path, {}, form, csrf))
 
     def _body(self) -> str:
-        length = self.headers.get("Content-Length", "")
-        if not length.isdigit():
+        if self.headers.get("Content-Length") is None:
             raise Refused(411, "A form must say its length.")
-        if int(length) > MAX_BODY:
+        if self.unread > MAX_BODY:
             self.close_connection = True
             raise Refused(413, f"The form is larger than {MAX_BODY // 1024} KiB; nothing was changed.")
+        expected = self.unread
         try:
-            return self.rfile.read(int(length)).decode("utf-8")
+            data = self.read_body()
+        except TimeoutError:
+            self.close_connection = True
+            raise Refused(408, "The form took too long to arrive; nothing was changed.") from None
+        if len(data) != expected:
+            self.close_connection = True
+            raise Refused(400, "The form ended before its stated length; nothing was changed.")
+        try:
+            return data.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidParams("encoding", "the form is not valid UTF-8") from None
 
@@ -141,6 +185,8 @@ class Handler(BaseHTTPRequestHandler):
         if response.location:
             headers["Location"] = response.location
         headers["Content-Length"] = str(len(body))
+        if self.close_connection:
+            headers["Connection"] = "close"
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
@@ -172,28 +218,62 @@ def _static(name: str) -> Response:
 
 
 def check_bind(host: str, exposed: bool) -> str:
-    """A non-loopback address only with the explicit flag; returns the warning to show, if any."""
+    """An address other than the loopback ones browsers reach by the private name only with the explicit flag;
+    returns the warning to show, if any."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        if host == "localhost":
-            return ""
         raise InvalidParams("usage", f"{host} is not an IP address", param="host") from None
-    if address.is_loopback:
-        return ""
     if address.is_unspecified:  # the Host check needs the one address browsers will name
         raise InvalidParams("usage", f"{host} means every interface; name the address to serve on", param="host")
     if not exposed:
         raise InvalidParams(
             "usage",
-            f"{host} is not a loopback address; add --expose to serve it there anyway",
+            f"{host} is not 127.0.0.1; add --expose to serve it there anyway",
             param="host",
-            fix="hivemem ui  # serves on 127.0.0.1",
+            fix="hivemem ui  # serves on 127.0.0.1 under a private name",
         )
     return (
-        f"serving the review UI on {host}: anyone who can reach it and gets the login URL acts "
-        "as the owner of this store, over plain HTTP"
+        f"serving the review UI on {host}: anyone who can reach it and gets the login URL acts as the owner of this "
+        f"store, over plain HTTP, and a server on another port of {host} that this browser visits receives its "
+        "session cookie"
     )
+
+
+def check_options(host: str, exposed: bool, read_timeout: float) -> str:
+    """Refuse what cannot be served, before anything starts; the warning to show, if any."""
+    if not 0 < read_timeout <= MAX_READ_TIMEOUT_S:
+        raise InvalidParams(
+            "usage", f"--read-timeout must be above 0 and at most {MAX_READ_TIMEOUT_S:g} seconds", param="read-timeout"
+        )
+    return "" if host in NAMED else check_bind(host, exposed)
+
+
+def open_ui(
+    owner: Owner,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    exposed: bool = False,
+    login_ttl: float = LOGIN_TTL_S,
+    read_timeout: float = READ_TIMEOUT_S,
+) -> UI:
+    """Listen, not serving yet. On loopback (the default, `::1` and `localhost` too) the UI takes the port on both
+    127.0.0.1 and ::1 and answers only under a private name (D230, D231); elsewhere on the one address given."""
+    warning = check_options(host, exposed, read_timeout)
+    named = host in NAMED
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    addresses = list(LOOPBACK) if named else [host]
+    try:
+        servers = listen(addresses, port, lambda a: UIServer(a, owner, slots, read_timeout))
+    except OSError as exc:
+        where = " and ".join(addresses)
+        raise InvalidParams("usage", f"cannot listen on port {port} of {where}: {exc.strerror}", param="port") from None
+    chosen = servers[0].server_address[1]
+    guard = Guard(private_name() if named else host, chosen, login_ttl)
+    for server in servers:
+        server.guard = guard
+    return UI(servers, guard, warning)
 
 
 def serve(
@@ -202,6 +282,7 @@ def serve(
     *,
     exposed: bool = False,
     login_ttl: float = LOGIN_TTL_S,
+    read_timeout: float = READ_TIMEOUT_S,
     ready: Callable[[str, str], None] | None = None,
     client: DaemonClient | None = None,
 ) -> int:
@@ -209,28 +290,27 @@ def serve(
 
     The daemon is reached before the port opens, so a store that cannot start fails here, not on the first page.
     """
-    warning = check_bind(host, exposed)
+    check_options(host, exposed, read_timeout)  # a refused option fails before the daemon starts
     owner = Owner(client or DaemonClient(token="@owner", name="web"))
-    owner.call("whoami")
     try:
-        server = UIServer(host, port, owner, login_ttl)
-    except OSError as exc:
+        owner.call("whoami")
+        ui = open_ui(owner, host, port, exposed=exposed, login_ttl=login_ttl, read_timeout=read_timeout)
+    except BaseException:
         owner.close()
-        raise InvalidParams("usage", f"cannot listen on {host}:{port}: {exc.strerror}", param="port") from None
+        raise
     if ready is not None:
-        ready(server.guard.login_url(), warning)
+        ready(ui.guard.login_url(), ui.warning)
     try:
-        server.serve_forever(poll_interval=0.2)
+        ui.serve()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
         owner.close()  # the daemon is not kept alive: it stops on its idle timeout as after any client
     return 0
 
 
-def start_in_thread(server: UIServer) -> threading.Thread:
-    """For embedding (tests, scripts): serve on a thread; `server.shutdown()` stops it."""
+def start_in_thread(server: BoundedServer) -> threading.Thread:
+    """Serve one listener on a thread; `server.shutdown()` stops it."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     return thread
