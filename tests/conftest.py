@@ -95,6 +95,22 @@ def pg_database() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+CLIENTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clients", "node_modules", ".bin")
+
+
+def node_client(name: str) -> str:
+    """The path of a real client's command (`claude`, `codex`, `mcp-inspector`) as pinned in tests/clients/package.json
+    and installed by `npm install --prefix tests/clients`; skips where it is not installed, or fails under
+    HIVEMEM_REQUIRE_NODE_CLIENTS=1 (as CI sets it)."""
+    path = os.path.join(CLIENTS_DIR, name)
+    if not os.access(path, os.X_OK):
+        hint = f"{name} is not installed (npm install --prefix tests/clients)"
+        if os.environ.get("HIVEMEM_REQUIRE_NODE_CLIENTS") == "1":
+            pytest.fail("HIVEMEM_REQUIRE_NODE_CLIENTS=1 but " + hint)
+        pytest.skip(hint)
+    return path
+
+
 class Home:
     """An isolated hivemem home: its own store, config, state and runtime directories; with `store_url`, its
     store is that PostgreSQL database (every config written keeps the URL)."""
