@@ -1,6 +1,6 @@
 """memory.add over one persistent socket connection vs raw APSW doing the same inserts.
 
-Baseline: a fresh database with hivemem's V1 schema (and its page size), WAL, synchronous=FULL (the SPEC 5.1
+Baseline: a fresh database with hivemem's V1 schema (and its page size), WAL, synchronous=FULL (the docs/reliability.md
 connection settings), one BEGIN IMMEDIATE/COMMIT per add holding INSERTs into memories, memory_fts,
 memory_versions and events (with a SHA-256 chain). Both stores are pre-filled to the same size with
 the same texts; the measured adds alternate in rounds between baseline and hivemem so both see the

@@ -1,7 +1,7 @@
 """memory.capture vs memory.add in one large space, beside raw APSW doing an add's inserts.
 
 Each store is pre-filled with N memories in ONE space (so capture takes its FTS-bounded path for related
-memories, SPEC 8.1). Then rounds alternate: raw APSW adds (the bench_add baseline: one BEGIN IMMEDIATE with
+memories, docs/governance.md). Then rounds alternate: raw APSW adds (the bench_add baseline: one BEGIN IMMEDIATE with
 the memories, memory_fts, memory_versions and events inserts), hivemem memory.add, hivemem memory.capture,
 each with fresh texts, over one persistent socket connection. Target: capture p50 <= 3 x add p50.
 

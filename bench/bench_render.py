@@ -1,4 +1,4 @@
-"""Recall rendering: the readable envelope (SPEC 11.3) against ASCII-only JSON lines of the same records.
+"""Recall rendering: the readable envelope (docs/hooks.md) against ASCII-only JSON lines of the same records.
 
 Baseline, same run, interleaved: the same render with each record line as `json.dumps(record,
 ensure_ascii=True)`, which is how records were escaped before letters of every script were kept (every

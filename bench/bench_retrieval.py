@@ -15,7 +15,7 @@ should rank exactly like the shared table. Reference: the stopwords-dropped rows
     .venv/bin/python bench/bench_retrieval.py [--sets turns,observations,sessions] [--store-url URL]
 
 With --store-url (a PostgreSQL server URL, e.g. postgresql://127.0.0.1:5432/test), hivemem runs on a team
-store in a fresh database on that server for each set (SPEC 16), beside the same SQLite baselines.
+store in a fresh database on that server for each set (docs/team.md), beside the same SQLite baselines.
 """
 
 from __future__ import annotations
@@ -216,8 +216,8 @@ def report(results: list[dict[str, Any]]) -> bool:
         before, after = scores(r["whole"]), scores(r["shared"])
         delta = " / ".join(f"{b - a:+.3f}" for a, b in zip(before, after, strict=True))  # type: ignore[assignment]
         split_rows.append((r["name"], *before, *after, delta))
-    print("The token split alone (SPEC 9.1): the shared table queried with tokens quoted whole, as schema 1 did, and")
-    print("with their word runs.\n")
+    print("The token split alone (docs/search.md): the shared table queried with tokens quoted whole, as schema 1")
+    print("did, and with their word runs.\n")
     bl.table(("set", "whole R@5", "whole R@10", "whole MRR@10", "runs R@5", "runs R@10", "runs MRR@10",
               "delta (R@5/R@10/MRR)"), split_rows)  # fmt: skip
 

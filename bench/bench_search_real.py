@@ -50,7 +50,7 @@ from bench_mcp import Lines  # a `hivemem mcp` process spoken to in plain JSON-R
 from hivemem import ops
 from hivemem.auth import owner
 from hivemem.store import open_reader
-from hivemem.store.sqlite import fts_index
+from hivemem.store.sqlite import db, fts_index
 from hivemem.store.sqlite import search as fts
 
 PAGE = 10
@@ -197,7 +197,7 @@ def home_for(name: str, cache: str | None) -> bl.Home:
 
 
 def segments(path: str) -> int:
-    conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    conn = db.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     try:
         return fts_index.segments(conn)
     finally:

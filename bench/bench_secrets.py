@@ -1,8 +1,8 @@
 """The secret scan: its latency on one text, and memory.add throughput with it, against raw APSW.
 
 1. Scan latency: `hivemem.secrets.scan` on texts of 1 KB, 16 KB and 64 KB, half prose wrapped in lines and
-   half Python source (code has more keyword-shaped lines), each sample different. Targets: median <= 3 ms
-   at 1 KB and <= 100 ms at 64 KB.
+   half Python source (code has more keyword-shaped lines), each sample different. Targets: median CPU time
+   <= 0.1 ms at 1 KB and <= 3 ms at 64 KB (wall time is shown too; the machine's load stretches it).
 2. memory.add with 1 KB and 16 KB memories, every add validated and scanned before the writer commits it,
    alternating in rounds with raw APSW doing the same four inserts per add (bench_add.RawStore: same schema,
    WAL, synchronous=FULL). Once over one socket connection (as bench_add.py), once with 4 connections
@@ -26,7 +26,7 @@ from bench_add import RawStore
 from hivemem import secrets
 
 SCAN_SIZES = (1024, 16384, 65536)
-SCAN_TARGETS = {1024: 3.0, 65536: 100.0}
+SCAN_TARGETS = {1024: 0.1, 65536: 3.0}  # CPU p50 ms (the load stretches wall time, not CPU time)
 ADD_SIZES = (1024, 16384)
 CLIENTS = 4  # besides one client: connections adding at once, so scans on reader threads overlap the writer
 
@@ -53,15 +53,18 @@ def scan_latency(samples: int) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for size in SCAN_SIZES:
         texts = [sized(gen, code, size, i) for i in range(samples)]
-        times = []
+        for text in texts:  # first pass: the rules' regexes these texts need are compiled
+            secrets.scan(text)
+        times, cpu = [], []
         for text in texts:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             secrets.scan(text)
             times.append(time.perf_counter() - t)
-        p50 = bl.ms(bl.median(times))
+            cpu.append(time.process_time() - c)
+        p50, cpu50 = bl.ms(bl.median(times)), bl.ms(bl.median(cpu))
         target = SCAN_TARGETS.get(size)
-        rows.append((size, len(texts), p50, bl.ms(bl.pct(times, 95)), bl.ms(max(times)),
-                     f"<= {target:g}" if target else "-", bl.verdict(p50 <= target) if target else "-"))  # fmt: skip
+        rows.append((size, len(texts), p50, bl.ms(bl.pct(times, 95)), bl.ms(max(times)), cpu50,
+                     f"<= {target:g}" if target else "-", bl.verdict(cpu50 <= target) if target else "-"))  # fmt: skip
     return rows
 
 
@@ -127,7 +130,7 @@ def main() -> int:
     bl.print_machine("bench_secrets: secret scan latency, and memory.add with scanning vs raw APSW")
     scan_rows = scan_latency(args.samples)
     print("Scan latency of hivemem.secrets.scan (ms), half prose, half Python source.\n")
-    bl.table(("bytes", "texts", "p50 ms", "p95 ms", "max ms", "target p50", "verdict"), scan_rows)
+    bl.table(("bytes", "texts", "p50 ms", "p95 ms", "max ms", "CPU p50 ms", "target CPU p50", "verdict"), scan_rows)
     failed = any(row[-1] == bl.verdict(False) for row in scan_rows)
     add_rows = []
     for size in ADD_SIZES:

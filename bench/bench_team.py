@@ -101,7 +101,7 @@ class Texts:
 
 
 def document(path: str, size: int, texts: Texts) -> None:
-    """An export document (SPEC 12.1) of `size` generated memories across SPACES spaces."""
+    """An export document (docs/operations.md) of `size` generated memories across SPACES spaces."""
     stamp = "2026-01-01T00:00:00.000Z"
     who = {"principal": "owner", "label": "owner"}
     memories = [{"id": f"m{i + 1}", "space": f"project/s{i % SPACES}", "kind": "note", "content": texts.memory(i),

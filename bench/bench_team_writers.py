@@ -1,4 +1,4 @@
-"""Two machines writing one team store at once against one machine alone (SPEC 16, D208): writes per second.
+"""Two machines writing one team store at once against one machine alone (docs/team.md, D208): writes per second.
 
 Two homes (separate config, data and runtime directories, as two machines have), each running its own real
 `hivemem serve` against one fresh PostgreSQL database. Client processes connect to a daemon over its Unix socket

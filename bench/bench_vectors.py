@@ -2,7 +2,7 @@
 
 A store of N memories (synthetic text, 20 spaces) is filled through hivemem's own dispatch with the daemon
 stopped, then each memory gets a random unit vector of 384 numbers (what a provider would store). Queries are
-random unit vectors, so no embedding cost is measured: only the vector list of SPEC 9.1 step 3 over the
+random unit vectors, so no embedding cost is measured: only the vector list of docs/search.md over the
 filtered set (`search.vector.Runtime.vector_list`), in-process, for one space and for all spaces, beside the
 same search in full-text mode and in hybrid mode. Baseline in the same run: raw NumPy over the same matrix
 (one matrix-vector product and an argpartition, no filter), the floor any implementation pays. The first

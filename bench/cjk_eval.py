@@ -1,4 +1,4 @@
-"""A small hand-written evaluation set for Chinese, Japanese and Korean full-text search (SPEC 9.1).
+"""A small hand-written evaluation set for Chinese, Japanese and Korean full-text search (docs/search.md).
 
 63 short memories of the kind agents store (facts about repositories and services, decisions, preferences,
 procedures), 21 in each language, and 42 questions written as people ask them (the last six are paraphrases):

@@ -30,8 +30,8 @@ BACKENDS = tuple(b for b in os.environ.get("HIVEMEM_TEST_BACKENDS", "sqlite,post
 PG_SERVER = os.environ.get("HIVEMEM_TEST_PG", "postgresql://127.0.0.1:5432/test")
 BOTH = frozenset({
     "test_cli_verbs", "test_cli_everyday", "test_clients", "test_events", "test_governance", "test_grants",
-    "test_mcp", "test_operations", "test_recall", "test_search", "test_search_cjk", "test_sessions",
-    "test_transactions", "test_versions",
+    "test_mcp", "test_operations", "test_recall", "test_search", "test_search_cjk", "test_search_window",
+    "test_sessions", "test_transactions", "test_versions",
 })  # fmt: skip
 FIGURES: list[str] = []  # lines the fault suite measured (tests/faults.py figure()), printed at the end of the run
 
@@ -72,22 +72,27 @@ def backend(request: Any) -> str:
     return str(getattr(request, "param", "sqlite"))
 
 
+def pg_superuser() -> Any:
+    """An autocommit connection to the test server as its superuser (a psycopg connection); skips where no server
+    answers, or fails under HIVEMEM_REQUIRE_POSTGRES=1."""
+    import psycopg
+
+    try:
+        return psycopg.connect(PG_SERVER, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        if os.environ.get("HIVEMEM_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"no PostgreSQL server answers at {PG_SERVER}: {exc}")
+        pytest.skip(f"no PostgreSQL server at {PG_SERVER} (set HIVEMEM_TEST_BACKENDS=sqlite to run SQLite only)")
+
+
 @contextlib.contextmanager
 def pg_database() -> Iterator[str]:
     """A fresh, empty PostgreSQL database on the test server, dropped afterwards; yields its URL."""
     import uuid
     from urllib.parse import urlsplit, urlunsplit
 
-    import psycopg
-
     name = f"hm_{uuid.uuid4().hex[:16]}"
-    try:
-        admin = psycopg.connect(PG_SERVER, autocommit=True, connect_timeout=5)
-    except psycopg.Error as exc:
-        if os.environ.get("HIVEMEM_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"no PostgreSQL server answers at {PG_SERVER}: {exc}")
-        pytest.skip(f"no PostgreSQL server at {PG_SERVER} (set HIVEMEM_TEST_BACKENDS=sqlite to run SQLite only)")
-    with admin:
+    with pg_superuser() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
         try:
             yield urlunsplit(urlsplit(PG_SERVER)._replace(path="/" + name))
@@ -294,15 +299,18 @@ def home(backend: str) -> Iterator[Home]:
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(home: Home, token: str | None = "@owner", cwd: str | None = None) -> AsyncIterator[Any]:
-    """A real MCP client session (initialized) with a `hivemem mcp` process of its own; token None: unknown."""
+async def mcp_session(home: Home, token: str | None = "@owner", cwd: str | None = None,
+                      tools: str = "all") -> AsyncIterator[Any]:  # fmt: skip
+    """A real MCP client session (initialized) with a `hivemem mcp --tools TOOLS` process of its own (every tool
+    unless told; "" for the configured set); token None: unknown."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     env = dict(home.env)
     if token is not None:
         env["HIVEMEM_TOKEN"] = token
-    params = StdioServerParameters(command=sys.executable, args=["-m", "hivemem", "mcp"], env=env, cwd=cwd or home.base)
+    argv = ["-m", "hivemem", "mcp", *(["--tools", tools] if tools else [])]
+    params = StdioServerParameters(command=sys.executable, args=argv, env=env, cwd=cwd or home.base)
     with open(os.path.join(home.base, "mcp-stderr.log"), "a") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()

@@ -3,7 +3,7 @@
 It answers `POST /v1/embeddings` with vectors from `table` (exact input text -> vector), else a
 deterministic word-hash vector of `width` numbers whose first component depends on the model, and records every
 request. `mode` makes it misbehave: `hang` (holds the request until released), `500`, `nonjson`, `nan`,
-`wrongdim`.
+`wrongdim`, `redirect` (answers `redirect_code` with `Location: redirect_to`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ class Stub:
         self.width = width
         self.table: dict[str, list[float]] = {}
         self.mode = "ok"
+        self.redirect_code = 302
+        self.redirect_to = ""
         self.requests: list[dict[str, Any]] = []
         self.release = threading.Event()
         self.lock = threading.Lock()
@@ -58,6 +60,21 @@ class Stub:
         )
 
 
+def _misbehave(handler: Any, stub: Stub, mode: str) -> None:
+    """The replies of the modes that send no vectors."""
+    if mode == "hang":
+        stub.release.wait(30)
+    elif mode == "redirect":
+        handler.send_response(stub.redirect_code)
+        handler.send_header("Location", stub.redirect_to)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+    elif mode == "500":
+        handler._send(500, b'{"error": "boom"}')
+    else:
+        handler._send(200, b"<html>not json</html>")
+
+
 def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -68,14 +85,8 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             with stub.lock:
                 stub.requests.append({**body, "path": self.path, "auth": self.headers.get("Authorization")})
             mode = stub.mode
-            if mode == "hang":
-                stub.release.wait(30)
-                return
-            if mode == "500":
-                self._send(500, b'{"error": "boom"}')
-                return
-            if mode == "nonjson":
-                self._send(200, b"<html>not json</html>")
+            if mode in ("hang", "redirect", "500", "nonjson"):
+                _misbehave(self, stub, mode)
                 return
             data = []
             for i, text in enumerate(body["input"]):

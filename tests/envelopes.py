@@ -1,4 +1,4 @@
-"""Reading a recall envelope back (SPEC 11.3), strictly: the tests' parser of what agents receive."""
+"""Reading a recall envelope back (docs/hooks.md), strictly: the tests' parser of what agents receive."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 
 
 def hidden(char: str) -> bool:
-    """A character that could hide text or break a line (SPEC 11.3): the envelope must escape it."""
+    """A character that could hide text or break a line (docs/hooks.md): the envelope must escape it."""
     return unicodedata.category(char) in HIDDEN or char in "\ufffe\uffff"
 
 

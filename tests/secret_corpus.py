@@ -1,4 +1,4 @@
-"""Credential shapes and benign look-alikes, generated at run time (SPEC 13).
+"""Credential shapes and benign look-alikes, generated at run time (docs/security.md).
 
 Nothing here is a secret or looks like one in the source: every value is built from a seeded random
 generator when a test asks for it, so scanning the repository finds nothing (K8).
@@ -7,10 +7,13 @@ generator when a test asks for it, so scanning the repository finds nothing (K8)
 from __future__ import annotations
 
 import base64
+import gzip
 import json
+import os
 import random
 import string
 from collections.abc import Callable
+from typing import Any
 
 ALNUM = string.ascii_letters + string.digits
 LOWER_ALNUM = string.ascii_lowercase + string.digits
@@ -152,7 +155,23 @@ SHAPES: dict[str, Shape] = {
     "telegram-bot": lambda g: g.digits(9) + ":" + g.pick(URLSAFE, 35),
     "anthropic-admin": lambda g: "sk-ant-admin01-" + g.pick(URLSAFE, 93) + "AA",
     "discord-bot": lambda g: "M" + g.pick(ALNUM, 23) + "." + g.pick(URLSAFE, 6) + "." + g.pick(URLSAFE, 27),
+    # the shapes an attacker stored in every field (issue: secrets coverage)
+    "huggingface": lambda g: "hf_" + g.pick(string.ascii_letters, 34),
+    "digitalocean": lambda g: "dop_v1_" + g.pick(HEX, 64),
+    "shopify": lambda g: "shpat_" + g.pick(HEX, 32),
+    "vault": lambda g: "hvs." + g.pick(URLSAFE, 91),
+    "databricks": lambda g: "dapi" + g.pick(HEX, 32),
+    "grafana-service-account": lambda g: "glsa_" + g.pick(ALNUM, 32) + "_" + g.pick(HEX, 8),
+    "google-oauth-secret": lambda g: "GOCSPX-" + g.pick(URLSAFE, 28),
+    "azure-ad-client-secret": lambda g: g.pick(ALNUM, 3) + g.digits(1) + "Q~" + g.pick(ALNUM + "_~.-", 34),
+    "netrc": lambda g: f"machine api.example.com login deploy password {g.password()}",
+    "docker-auths": lambda g: json.dumps(
+        {"auths": {"registry.example.com": {"auth": base64.b64encode(f"deploy:{g.password()}".encode()).decode()}}}
+    ),
+    "age-secret-key": lambda g: "AGE-SECRET-KEY-1" + g.pick("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58),
 }
+ATTACKER = ("huggingface", "digitalocean", "shopify", "vault", "databricks", "grafana-service-account",
+            "google-oauth-secret", "azure-ad-client-secret", "netrc", "docker-auths", "age-secret-key")  # fmt: skip
 COMMON = tuple(list(SHAPES)[:33])
 
 PLACEMENTS: dict[str, Callable[[str], str]] = {
@@ -365,4 +384,164 @@ def benign(seed: int = 11) -> list[tuple[str, str]]:
     for category, make in DIGESTS.items():
         out += [(category, template.format(make(g))) for _ in range(3) for template in DIGEST_TEMPLATES]
     out += [("multiline", "\n".join(s for _, s in out[i : i + 5])) for i in range(0, 100, 5)]
+    return out
+
+
+GITLEAKS_SAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gitleaks_samples.json.gz")
+
+
+def gitleaks_samples() -> dict[str, Any]:
+    """gitleaks' own literal samples per rule ({"rules": {id: {"tp": [...], "fp": [...]}}, "source", "license"}),
+    written by scripts/update_gitleaks_rules.py from a gitleaks checkout (MIT; the notice is in the file)."""
+    with gzip.open(GITLEAKS_SAMPLES, "rt", encoding="utf-8") as f:
+        data: dict[str, Any] = json.load(f)
+    return data
+
+
+# The five lines of config prose the keyword plugin refused (issue: secrets coverage), and more of their kind.
+BENIGN_SETTINGS = (
+    "password_min_length = 12 characters",
+    "PASSWORD_RESET_TIMEOUT = 3600 # one hour",
+    "password: 8 chars minimum",
+    "password_hash_rounds = 12 rounds",
+    "secret_rotation_days = 90 days",
+)
+# Real-looking config, code comments and docs lines with no credential in them (K3 of the secrets research).
+BENIGN_LINES = (
+    *BENIGN_SETTINGS,
+    "PASSWORD_MIN_LENGTH=12",
+    "password_max_age_days = 90",
+    "token_ttl_seconds = 900",
+    "session_timeout = 30m",
+    "SESSION_COOKIE_AGE = 1209600  # two weeks, in seconds",
+    "SESSION_COOKIE_SECURE = True",
+    "SESSION_COOKIE_HTTPONLY = true",
+    "CSRF_COOKIE_NAME = 'csrftoken'",
+    "auth_method = oauth2",
+    "auth: none",
+    "authentication: ldap",
+    "secret_backend = vault",
+    "secrets_path = /etc/app/secrets.d",
+    "api_version = 2024-06-01",
+    "api_key_header = X-Api-Key",
+    "api_key_prefix = sk_",
+    "token_type: bearer",
+    "token_endpoint: https://auth.example.com/oauth/token",
+    "jwks_uri: https://auth.example.com/.well-known/jwks.json",
+    "issuer: https://auth.example.com/",
+    "password_policy: strong",
+    "password_reset_url = /accounts/password/reset/",
+    "password_history = 5",
+    "max_login_attempts = 5",
+    "lockout_minutes = 15",
+    "access_token_lifetime = 3600",
+    "refresh_token_lifetime: 30d",
+    "secret_name: app-db-credentials",
+    "secretName: tls-cert",
+    "secretKeyRef:",
+    "  key: password",
+    "  name: postgres-credentials",
+    "valueFrom:",
+    "DB_HOST=db.internal",
+    "DB_PORT=5432",
+    "DB_NAME=orders",
+    "DB_USER=app",
+    "DB_PASSWORD=${DB_PASSWORD}",
+    "API_KEY=${API_KEY}",
+    'password = os.environ["DB_PASSWORD"]',
+    "api_key = settings.OPENAI_API_KEY",
+    "token = request.headers.get('Authorization')",
+    "secret = get_secret('prod/app/db')",
+    "password = getpass.getpass()",
+    "password: str",
+    "api_key: Optional[str] = None",
+    "def check_password(password: str, hashed: bytes) -> bool:",
+    "if not verify_token(token):",
+    "    raise AuthError('invalid token')",
+    "# rotate the signing key every 90 days",
+    "# TODO: move the api key to the secret manager",
+    "# never log the password or the session cookie",
+    "// the token expires after 15 minutes",
+    "/* see docs/auth.md for how tokens are minted */",
+    "-- passwords are hashed with argon2id",
+    "<!-- the API key goes in the X-Api-Key header -->",
+    "log_level = info",
+    "workers = 4",
+    "bind = 0.0.0.0:8000",
+    "timeout = 30",
+    "keepalive = 5",
+    "max_requests = 1000",
+    "retries: 3",
+    "backoff: exponential",
+    "region = eu-west-1",
+    "bucket = app-assets-prod",
+    "cache_ttl = 300",
+    "feature_flags = checkout_v2,search_v3",
+    "listen 443 ssl http2;",
+    "ssl_protocols TLSv1.2 TLSv1.3;",
+    "ssl_certificate /etc/nginx/certs/app.crt;",
+    "ssl_certificate_key /etc/nginx/certs/app.key;",
+    "proxy_set_header Authorization $http_authorization;",
+    "proxy_set_header X-Real-IP $remote_addr;",
+    "image: ghcr.io/acme/api:1.14.2",
+    "replicas: 3",
+    "memory: 512Mi",
+    "cpu: 250m",
+    "restartPolicy: Always",
+    "[database]",
+    "[auth]",
+    "[tool.pytest.ini_options]",
+    "testpaths = ['tests']",
+    "The password must be at least 12 characters and contain a digit.",
+    "Tokens are scoped to one workspace and expire after an hour.",
+    "Rotate the API key if you think it leaked, then update the CI variable.",
+    "Never paste a private key or a session cookie into a ticket.",
+    "The secret manager holds the database password; the app reads it at start.",
+    "Use a personal access token with read-only scope for the mirror job.",
+    "Set the Authorization header to Bearer followed by the token from the login call.",
+    "The cookie is HttpOnly and Secure, and its session id is never logged.",
+    "Reset your password from the account page; the link is valid for 30 minutes.",
+    "API keys start with a prefix so scanners can find them.",
+    "passwords.txt is in .gitignore, and so is .env",
+    "The token bucket refills 10 tokens per second.",
+    "JWTs are signed with RS256; the public keys are at /.well-known/jwks.json.",
+    "OAuth client id and secret come from the identity provider's console.",
+    "The key rotation runbook is in ops/runbooks/rotate-keys.md.",
+    "git log --oneline -5",
+    "git rebase -i HEAD~3",
+    "docker compose up -d db",
+    "kubectl get secrets -n payments",
+    "kubectl create secret generic db-creds --from-env-file=.env.prod",
+    "vault kv get secret/app/db",
+    "aws sts get-caller-identity",
+    "gh auth login --with-token < token.txt",
+    "npm config set //npm.example.com/:_authToken ${NPM_TOKEN}",
+    "export GITHUB_TOKEN=$(gh auth token)",
+    "curl -H 'Authorization: Bearer $TOKEN' https://api.example.com/v1/me",
+    "psql postgres://app@db.internal:5432/orders",
+    "ssh-keygen -t ed25519 -C 'ada@laptop'",
+    "openssl rand -hex 32 > secret.key",
+    "pip install --index-url https://pypi.example.com/simple/ app",
+)
+CONFIG_TEMPLATES = (
+    "deploy {sha} to staging",
+    "reverted {sha} (token refresh regression)",
+    "request_id = {uuid}",
+    "trace_id: {uuid}",
+    "tenant: {uuid}",
+    "checksum sha256: {sha256}",
+    "digest = sha256:{sha256}",
+    "Merged pull request for the password reset flow at {sha}.",
+    "The session fix landed in {short}.",
+    "  - id: {uuid}",
+)
+
+
+def benign_config(seed: int = 13) -> list[str]:
+    """At least 300 lines of ordinary config, code, comments, docs, ids and hashes: none holds a credential."""
+    g = Gen(seed)
+    out = list(BENIGN_LINES)
+    while len(out) < 320:
+        template = CONFIG_TEMPLATES[len(out) % len(CONFIG_TEMPLATES)]
+        out.append(template.format(sha=g.pick(HEX, 40), uuid=_uuid(g), sha256=g.pick(HEX, 64), short=g.pick(HEX, 7)))
     return out

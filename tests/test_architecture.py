@@ -22,7 +22,8 @@ CORE_FORBIDDEN = ("hivemem.ops", "hivemem.protocol", "hivemem.client", *(f"hivem
 # Top-level modules by layer. Pure modules hold data and rules; services reach the store (ops, and
 # doctor through the core's integrity checks) or the daemon (client); adapters talk through services.
 PURE = ("auth.py", "records.py", "schemas.py", "errors.py", "manifest.py", "config.py", "paths.py", "spaces.py",
-        "secrets.py", "params.py", "protocol.py", "render.py", "peer.py", "libpq.py", "progress.py")  # fmt: skip
+        "secrets.py", "gitleaks.py", "params.py", "protocol.py", "render.py", "peer.py", "libpq.py",
+        "progress.py", "credentials.py", "dates.py", "cursors.py")  # fmt: skip
 SERVICES = ("ops.py", "client.py", "doctor.py")
 ENTRY = ("__init__.py", "__main__.py")
 PURE_FORBIDDEN = ("hivemem.store", "hivemem.search", "hivemem.embeddings", "hivemem.ops", "hivemem.client",
@@ -37,7 +38,7 @@ KNOWN_CYCLES: list[set[str]] = []
 ENV_READERS = ("paths.py", "config.py")
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 WARM_FORBIDDEN = ("apsw", "sqlite3", "_sqlite3", "numpy", "mcp", "pydantic", "http.client", "urllib.request",
-                  "asyncio", "httpx", "requests", "click", "detect_secrets", "yaml")  # fmt: skip
+                  "asyncio", "httpx", "requests", "click", "detect_secrets", "yaml", "psycopg")  # fmt: skip
 
 
 @dataclass
@@ -168,13 +169,62 @@ def test_services_never_import_adapters() -> None:
 BACKEND_SPECIFIC = ("hivemem.store.sqlite", "hivemem.store.postgres", "apsw", "sqlite3", "psycopg", "psycopg_binary")
 
 
+# libpq.py reads a team store's connection string with libpq's own parser (docs/decisions.md D345), through these
+# parts of psycopg only, never its connections, and only inside a function: psycopg is the `team` extra.
+CONNINFO_PARSER = ("psycopg.conninfo", "psycopg.errors", "psycopg.pq")
+
+
 def test_nothing_above_the_store_knows_the_backend() -> None:
     """Above `store/`, code speaks to the Store interface (the daemon too, which opens the store through
     `open_store`, SQLite or PostgreSQL as the config says); doctor checks the local file through `store/local.py`.
-    No module outside `store/` imports either backend package or a database binding, even inside a function."""
+    No module outside `store/` imports either backend package or a database binding, even inside a function,
+    but libpq.py, which reads a connection string with psycopg's parser."""
     above = [m for m in MODULES if m.package != "store"]
     assert len(above) > 50
-    assert violations(above, BACKEND_SPECIFIC) == []
+    assert violations([m for m in above if m.rel != "libpq.py"], BACKEND_SPECIFIC) == []
+    libpq = next(m for m in above if m.rel == "libpq.py")
+    parsing = [name for _, name in imports(libpq) if names(name, BACKEND_SPECIFIC)]
+    assert parsing and all(names(name, CONNINFO_PARSER) for name in parsing), parsing
+    assert [name for _, name in top_level_imports(libpq) if names(name, BACKEND_SPECIFIC)] == []
+
+
+def top_level_imports(module: Module) -> Iterator[tuple[int, str]]:
+    """The imports a module runs when it is imported (those outside any function)."""
+    top = Module(module.rel, module.name, ast.Module(body=[n for n in module.tree.body if isinstance(
+        n, ast.Import | ast.ImportFrom | ast.If | ast.Try)], type_ignores=[]))  # fmt: skip
+    return imports(top)
+
+
+def subclassed_sqlite_classes(module: Module) -> list[str]:
+    """The classes of `module` with a base it imported from `store/sqlite/` (a class, or one reached through an
+    imported module), or one named SQLite*."""
+    imported: set[str] = set()
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.ImportFrom) and names(absolute(module, node), ("hivemem.store.sqlite",)):
+            imported |= {alias.asname or alias.name for alias in node.names}
+    found = []
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                root = base
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                name = root.id if isinstance(root, ast.Name) else ""
+                if name in imported or name.startswith("SQLite"):
+                    found.append(f"{module.rel}:{node.lineno} {node.name}({ast.unparse(base)})")
+    return found
+
+
+def test_the_team_store_is_composed_not_a_subclass_of_the_sqlite_store() -> None:
+    """Both stores hold the shared repositories of store/repositories.py; no class of store/postgres/ subclasses one
+    of store/sqlite/ (docs/decisions.md D366), so nothing SQLite does runs on the team store unless it is chosen."""
+    probe = Module("store/postgres/x.py", "hivemem.store.postgres.x", ast.parse(
+        "from hivemem.store.sqlite import store\nfrom ..sqlite.store import SQLiteStore as S\n"
+        "class A(store.SQLiteMemories): ...\nclass B(S): ...\nclass C: ..."))  # fmt: skip
+    assert [hit.split()[-1] for hit in subclassed_sqlite_classes(probe)] == ["A(store.SQLiteMemories)", "B(S)"]
+    team = [m for m in MODULES if m.rel.startswith("store/postgres/")]
+    assert len(team) >= 5
+    assert [hit for m in team for hit in subclassed_sqlite_classes(m)] == []
 
 
 def test_ops_and_search_never_see_a_connection() -> None:
@@ -365,6 +415,38 @@ def test_warm_cli_path_is_lean(home: Home) -> None:
     assert sorted(n for n in loaded if names(n, WARM_FORBIDDEN)) == []
 
 
+def test_a_daemon_on_the_sqlite_store_without_embeddings_loads_neither_psycopg_nor_numpy(home: Home) -> None:
+    """The single-machine path of a base install (docs/decisions.md D346): the team store's driver and the vector
+    index's NumPy are extras, so the daemon serving a SQLite file with embeddings off must not load them; their
+    shared libraries would show in its memory map."""
+    home.ok("memory", "add", "--space", "user", "--content", "the base path")
+    assert home.ok("memory", "search", "--query", "base")["results"]
+    pid = home.daemon_pid()
+    assert pid is not None
+    with open(f"/proc/{pid}/maps") as f:
+        mapped = {line.split()[-1] for line in f if "/" in line}
+    assert any("apsw" in path for path in mapped), "the map was not read"  # the SQLite binding is loaded
+    assert sorted(path for path in mapped if "psycopg" in path or "numpy" in path) == []
+
+
+def optional_dependencies() -> dict[str, list[str]]:
+    import tomllib
+
+    with open(os.path.join(SRC, "..", "..", "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    return {"": project["dependencies"], **project["optional-dependencies"]}
+
+
+def test_the_test_extra_installs_every_other_extra_and_the_base_neither_driver_nor_numpy() -> None:
+    """CI installs `.[test]`, so every extra is installed and tested there (the fuzz target's atheris aside, which
+    the soak tier installs); a base install stays light (docs/decisions.md D346)."""
+    extras = optional_dependencies()
+    wanted = {req for extra, reqs in extras.items() if extra not in ("", "test", "fuzz") for req in reqs}
+    assert {"team", "embeddings", "local"} <= extras.keys()
+    assert sorted(wanted - set(extras["test"])) == []
+    assert [req for req in extras[""] if req.startswith(("psycopg", "numpy"))] == []
+
+
 def test_importing_the_package_or_cli_loads_no_sqlite_binding() -> None:
     code = "import sys, hivemem, hivemem.cli; print(sorted(m for m in ('apsw', 'sqlite3') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True).stdout
@@ -391,3 +473,44 @@ def test_the_version_is_written_once() -> None:
         project = tomllib.load(f)["project"]
     assert "version" not in project and "version" in project["dynamic"]
     assert importlib.metadata.version("hivemem") == hivemem.__version__
+
+
+def test_src_cites_the_projects_own_documents_not_a_spec_section() -> None:
+    """A citation a reader can follow: docs/… or a decision, never "SPEC x.y" (the repository holds no SPEC)."""
+    import re
+
+    citation = re.compile(r"\bSPEC\b(?!IAL)")
+    found = []
+    for root, _, files in os.walk(SRC):
+        for name in files:
+            if name.endswith((".py", ".toml", ".md", ".txt", ".html", ".css", ".js")):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8") as f:
+                    found += [f"{path}:{n}" for n, line in enumerate(f, 1) if citation.search(line)]
+    assert len(found) == 0, found
+
+
+def test_readme_and_docs_cite_no_numbered_section_of_a_specification() -> None:
+    """The docs point a reader at the repository's own documents or a decision (docs/decisions.md D341), never at
+    "SPEC 12.1" or "the specification's section 16", which a reader of the repository cannot open."""
+    import re
+
+    numbered = re.compile(r"\bSPEC\s+\d|specification's section\s+\d|\bsection\s+\d+(\.\d+)*\s+of the spec", re.I)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = [os.path.join(root, "README.md")]
+    files += [
+        os.path.join(d, n) for d, _, names in os.walk(os.path.join(root, "docs")) for n in names if n.endswith(".md")
+    ]
+    assert len(files) > 15
+    # the tests and benchmarks too (this file aside, which quotes the forms it refuses)
+    files += [
+        os.path.join(root, folder, n)
+        for folder in ("tests", "bench")
+        for n in os.listdir(os.path.join(root, folder))
+        if n.endswith((".py", ".md")) and n != os.path.basename(__file__)
+    ]
+    found = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            found += [f"{path}:{n}: {line.strip()}" for n, line in enumerate(f, 1) if numbered.search(line)]
+    assert found == []

@@ -1,4 +1,5 @@
-"""Bad input (SPEC 2.1-2.3, 3, 10, 13): every bound at the limit and one past it; refusals write nothing."""
+"""Bad input (docs/memories.md, docs/protocol.md, docs/security.md): every bound at the limit and one past it; refusals
+write nothing."""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.add", add(bogus=nested(40, objects=True)), "invalid_params.depth", "bogus"),
     ("memory.search", {"query": "x", "spaces": nested(34)}, "invalid_params.depth", "spaces"),
     ("session.start", {"harness": "h", "cwd": nested(33)}, "invalid_params.depth", "cwd"),
-    # tags: <= 16, unique, each ^[a-z0-9][a-z0-9-]{0,63}$
+    # tags: <= 16, unique, each 1-64 bytes of letters and digits of any script and `-`, NFC, lower case (D280)
     ("memory.add", add(tags=[f"t{i}" for i in range(17)]), "invalid_params.range", "tags"),
     ("memory.add", add(tags=["a" * 65]), "invalid_params.range", "tags"),
     ("memory.add", add(tags=["Upper"]), "invalid_params.range", "tags"),
@@ -131,7 +132,11 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.add", add(tags=["under_score"]), "invalid_params.range", "tags"),
     ("memory.add", add(tags=["sp ace"]), "invalid_params.range", "tags"),
     ("memory.add", add(tags=[""]), "invalid_params.range", "tags"),
-    ("memory.add", add(tags=["ü"]), "invalid_params.range", "tags"),
+    ("memory.add", add(tags=["Ü"]), "invalid_params.range", "tags"),
+    ("memory.add", add(tags=["cafe\u0301"]), "invalid_params.range", "tags"),  # NFD: not NFC
+    ("memory.add", add(tags=["部" * 22]), "invalid_params.range", "tags"),  # 66 bytes
+    ("memory.add", add(tags=["部署!"]), "invalid_params.range", "tags"),
+    ("memory.add", add(tags=["\u0301a"]), "invalid_params.range", "tags"),  # starts with a combining mark
     ("memory.add", add(tags=["a.b"]), "invalid_params.range", "tags"),
     ("memory.add", add(tags=["dup", "dup"]), "invalid_params.range", "tags"),
     ("memory.add", add(tags="a"), "invalid_params.type", "tags"),
@@ -171,7 +176,7 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.add", add(provenance=prov(original_id="m1")), "invalid_params.provenance", "provenance"),
     ("memory.add", add(provenance=prov(original_author="owner")), "invalid_params.provenance", "provenance"),
     ("memory.add", add(provenance={"kind": "import", "original_id": "m1"}), "invalid_params.provenance", "provenance"),
-    # provenance without kind (SPEC 2.3)
+    # provenance without kind (docs/memories.md)
     ("memory.add", add(provenance={"path": "a.py", "line": 3}), "invalid_params.provenance", "provenance"),
     ("memory.add", add(provenance={"kind": None, "host": "codex"}), "invalid_params.provenance", "provenance"),
     ("memory.add", add(provenance={"kind": ""}), "invalid_params.provenance", "provenance"),
@@ -179,7 +184,7 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.add", add(provenance="cli"), "invalid_params.type", "provenance"),
     ("memory.add", add(provenance=["cli"]), "invalid_params.type", "provenance"),
     ("memory.update", upd(provenance=prov(line=0)), "invalid_params.provenance", "provenance"),
-    # space: the grammar of SPEC 3, <= 128 bytes
+    # space: the grammar of docs/memories.md, at most 128 bytes
     ("memory.add", add(space="a" * 129), "invalid_params.space", "space"),
     ("memory.add", add(space="User"), "invalid_params.space", "space"),
     ("memory.add", add(space="/lead"), "invalid_params.space", "space"),
@@ -261,7 +266,7 @@ REFUSED: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("memory.add", add(content=CLIENT_SECRET), "invalid_params.secret_content", "content"),
     ("memory.add", add(title=f"key {SECRET}"), "invalid_params.secret_content", "title"),
     ("memory.update", upd(content=f"now {SECRET}"), "invalid_params.secret_content", "content"),
-    # ... in every stored string (SPEC 13), before any other check of that string
+    # ... in every stored string (docs/security.md), before any other check of that string
     ("memory.add", add(source=SECRET), "invalid_params.secret_content", "source"),
     ("memory.add", add(source=f"codex:{CLIENT_SECRET}"), "invalid_params.secret_content", "source"),
     ("memory.add", add(tags=["ok", SECRET]), "invalid_params.secret_content", "tags"),
@@ -333,6 +338,7 @@ def test_duplicates_compare_nfc_forms_and_text_is_stored_as_given(client: Daemon
     assert error.data["id"] == replacement["id"]
 
 
+WIDE_TAGS = ["部" * 21, "デプロイ", "배포", "café", "ü", "हिन्दी"]  # 63 bytes of Han: within the 64 (D280)
 # (params, field to read back, expected stored value) at exactly the limit
 ACCEPTED: list[tuple[dict[str, Any], str, Any]] = [
     ({"title": "a" * 200}, "title", "a" * 200),
@@ -344,6 +350,7 @@ ACCEPTED: list[tuple[dict[str, Any], str, Any]] = [
     ({"content": "\u2028\u2029 separators"}, "content", "\u2028\u2029 separators"),
     ({"tags": [f"t{i}" for i in range(16)]}, "tags", [f"t{i}" for i in range(16)]),
     ({"tags": ["a" * 64, "0", "a-b-"]}, "tags", ["a" * 64, "0", "a-b-"]),
+    ({"tags": WIDE_TAGS}, "tags", WIDE_TAGS),
     ({"source": "s" * 128}, "source", "s" * 128),
     ({"source": "é" * 64}, "source", "é" * 64),
     ({"provenance": sized_provenance(2048)}, "provenance", sized_provenance(2048)),
@@ -481,7 +488,7 @@ def test_bad_space_through_the_cli(home: Home) -> None:
 
 
 def test_unknown_flag_is_an_unknown_param(home: Home) -> None:
-    """SPEC 10: an unknown param is invalid_params.unknown with data.param, on the CLI as on the wire."""
+    """docs/protocol.md: an unknown param is invalid_params.unknown with data.param, on the CLI as on the wire."""
     result = home.cli("memory", "add", "--space", "user", "--content", "x", "--colour", "red", "--json")
     assert result.code == 2
     assert result.json["error"]["code"] == "invalid_params.unknown"

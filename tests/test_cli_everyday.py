@@ -44,7 +44,8 @@ def test_config_lists_get_set_and_reload(home: Home) -> None:
 
 def top_level_commands(home: Home) -> list[str]:
     """The first words of the commands `hivemem --help` lists: every top-level command and group."""
-    return list(dict.fromkeys(line.split()[0] for line in listed_lines(home.cli("--help").out)))
+    listed = [line for line in home.cli("--help").out.splitlines() if line.startswith("  ")]
+    return list(dict.fromkeys(line.split()[0] for line in listed))
 
 
 def test_every_top_level_command_answers_help_without_doing_its_work(home: Home) -> None:

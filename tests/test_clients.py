@@ -1,4 +1,4 @@
-"""C09 clients (SPEC 4.1, 4.2): tokens, grants validation, list, remove, expiry, restarts, whoami."""
+"""C09 clients (docs/security.md): tokens, grants validation, list, remove, expiry, restarts, whoami."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Config (SPEC 12.4, D27, D28): `config get` and `config set` work on the file, never start the
+"""Config (docs/operations.md, D27, D28): `config get` and `config set` work on the file, never start the
 daemon; set is the owner's, validates, writes 0600 and reloads a running daemon; a bad file is
 `invalid_params.config` naming the key."""
 
@@ -110,6 +110,8 @@ BAD_SETTINGS = [
     ("recall.team_spaces", '["Not A Space"]'),
     ("store.path", "relative/store.db"),
     ("governance.review_days", "{ decision = 0 }"),
+    ("store.url", "mysql://db.example.com/hivemem"),  # a team store's URL is PostgreSQL's, or libpq's key=value
+    ("store.url", "db.example.com"),
 ]
 
 
@@ -210,3 +212,10 @@ def test_configs_share_no_mutable_default() -> None:
     assert second["recall.team_spaces"] == [] == BY_KEY["recall.team_spaces"].default
     assert second["grants.unknown"] == [{"right": "read", "scope": "*"}] == BY_KEY["grants.unknown"].default
     assert second["governance.review_days"] == {"decision": 180, "task": 7} == BY_KEY["governance.review_days"].default
+
+
+def test_store_url_takes_libpqs_key_value_form(home: Home) -> None:
+    """`store.url` is any connection string libpq reads (docs/team.md, docs/decisions.md D345)."""
+    value = "host=db.example.com port=5433 dbname=hivemem sslmode=verify-full"
+    assert home.ok("config", "set", "--key", "store.url", "--value", value)["value"] == value
+    assert home.ok("config", "get", "--key", "store.url")["value"] == value

@@ -1,4 +1,5 @@
-"""The daemon's life (SPEC 6.1, C03, C10): on-demand start, one daemon per store, idle stop, serve/stop/ping."""
+"""The daemon's life (docs/protocol.md; conformance C03, C10): on-demand start, one daemon per store, idle stop,
+serve/stop/ping."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from conftest import Home, wait_for
+from hivemem.errors import HivememError
 
 
 def _proc_read(pid: str, name: str) -> bytes:
@@ -138,13 +140,19 @@ def test_stop_as_owner_is_graceful(home: Home) -> None:
     assert not os.path.exists(wal) or os.path.getsize(wal) == 0
 
 
-def test_stop_needs_admin(home: Home) -> None:
+def test_the_stop_verb_needs_admin_and_the_stop_command_a_signal(home: Home) -> None:
     home.ok("whoami")
     pid = home.daemon_pid()
-    result = home.cli("stop", "--json", token=None)
-    assert result.code == 4, result
-    assert error_of(result)["code"] == "denied.admin"
+    unknown = home.client("")
+    try:
+        with pytest.raises(HivememError) as caught:
+            unknown.call("daemon.stop")
+        assert caught.value.code == "denied.admin"
+    finally:
+        unknown.close()
     assert home.daemon_pid() == pid
+    assert home.ok("stop", token=None) == {"stopping": True}, "SIGTERM as the same user (docs/security.md)"
+    assert home.daemon_pid() is None
 
 
 def test_ping_and_stop_never_start_a_daemon(home: Home) -> None:

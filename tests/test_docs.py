@@ -47,6 +47,14 @@ def test_generated_references_are_fresh() -> None:
         )
 
 
+def test_generated_plugins_and_marketplaces_are_fresh() -> None:
+    from hivemem.cli import plugin
+
+    for name, text in plugin.files().items():
+        path = ROOT / name
+        assert path.is_file() and path.read_text() == text, f"{name} is stale: python -m hivemem.cli.reference docs"
+
+
 def test_every_verb_and_setting_is_documented() -> None:
     verbs = (ROOT / "docs" / "verbs.md").read_text()
     for verb in VERBS:

@@ -1,4 +1,5 @@
-"""`hivemem doctor` (SPEC 12.3, C01): its checks, their failures, and that it never starts the daemon."""
+"""`hivemem doctor` (docs/operations.md; conformance C01): its checks, their failures, and that it never starts the
+daemon."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_doctor_reports_path_schema_and_daemon(home: Home) -> None:
     code, _, checks = doctor(home)
     assert code == 0
     assert home.paths.store in checks["store.open"]["message"]
-    assert re.search(r"\b2\b", checks["store.schema"]["message"]), checks["store.schema"]
+    assert re.search(r"\b3\b", checks["store.schema"]["message"]), checks["store.schema"]
     assert "running" in checks["daemon.status"]["message"] and "not" not in checks["daemon.status"]["message"]
     assert re.search(r"3\.\d+\.\d+", checks["store.sqlite"]["message"]) and checks["store.sqlite"]["status"] == "ok"
     home.stop_daemon()
@@ -112,7 +113,7 @@ def test_store_status_shows_the_sqlite_version(home: Home) -> None:
     status = home.ok("store", "status")
     major, minor = (int(x) for x in status["sqlite_version"].split(".")[:2])
     assert (major, minor) >= (3, 42)
-    assert (status["schema_version"], status["path"]) == (2, home.paths.store)
+    assert (status["schema_version"], status["path"]) == (3, home.paths.store)
 
 
 def test_a_corrupt_store_fails_the_integrity_check_with_a_fix_that_exists(home: Home) -> None:
@@ -139,7 +140,7 @@ def test_a_corrupt_store_fails_the_integrity_check_with_a_fix_that_exists(home: 
     assert "hivemem store restore" in checks["store.integrity"]["fix"]
 
 
-# A team store's URL (SPEC 16): `store.tls` and `store.credentials` read it as libpq would, without connecting.
+# A team store's URL (docs/team.md): `store.tls` and `store.credentials` read it as libpq would, without connecting.
 REMOTE_PLAIN = [
     "postgresql://db.example.com/hivemem",
     "postgresql://db.example.com:5433/hivemem?sslmode=prefer",
@@ -150,6 +151,9 @@ REMOTE_PLAIN = [
     "postgresql://localhost,db.example.com/hivemem",  # one host of several leaves the machine
     "postgresql://[2001:db8::5]:5432/hivemem?sslmode=prefer",
     "postgresql://db/hivemem?hostaddr=192.0.2.7",  # hostaddr is where libpq connects
+    "host=db.example.com dbname=hivemem",  # libpq's key=value form (docs/decisions.md D345)
+    "host=localhost,db.example.com port=5432,5433 dbname=hivemem sslmode=prefer",
+    "hostaddr=192.0.2.7 dbname=hivemem",
 ]
 LOCAL_OR_TLS = [
     "postgresql://db.example.com/hivemem?sslmode=verify-full",
@@ -163,6 +167,9 @@ LOCAL_OR_TLS = [
     "postgresql:///hivemem?host=/var/run/postgresql",
     "postgresql://%2Fvar%2Frun%2Fpostgresql/hivemem",
     "postgresql://db.example.com/hivemem?hostaddr=127.0.0.1",
+    "host=db.example.com dbname=hivemem sslmode=verify-full",
+    "host=/var/run/postgresql dbname=hivemem",
+    "dbname=hivemem",  # no host: libpq's default Unix socket
 ]
 
 
@@ -225,6 +232,8 @@ def test_no_team_store_means_nothing_to_warn_about(home: Home) -> None:
         # assembled here, so that the repository itself holds no credential-shaped text (K8)
         "postgresql://hive" + ":Sw0rdf1sh-9q@db.example.com/hivemem?sslmode=verify-full",
         "postgresql://db.example.com/hivemem?user=hive&pass" + "word=Sw0rdf1sh-9q&sslmode=verify-full",
+        "host=db.example.com user=hive pass" + "word=Sw0rdf1sh-9q sslmode=verify-full",
+        "host=db.example.com pass" + "word='Sw0rdf1sh-9q' sslmode=verify-full",
     ],
 )
 def test_a_password_in_the_url_warns_and_is_never_shown(home: Home, url: str) -> None:
@@ -268,5 +277,9 @@ def test_config_set_refuses_a_url_with_a_password(home: Home) -> None:
     assert "Sw0rdf1sh-9q" not in result.out + result.err
     with open(config, "rb") as f:
         assert f.read() == before
+    pair = "host=db.example.com user=hive pass" + "word=Sw0rdf1sh-9q sslmode=verify-full"
+    result = home.cli("config", "set", "--key", "store.url", "--value", pair, "--json")
+    assert (result.code, result.json["error"]["code"]) == (2, "invalid_params.config"), result
+    assert "Sw0rdf1sh-9q" not in result.out + result.err
     good = "postgresql://hive@db.example.com/hivemem?sslmode=verify-full"
     assert home.ok("config", "set", "--key", "store.url", "--value", good)["value"] == good

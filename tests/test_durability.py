@@ -1,5 +1,5 @@
-"""Durability and erasure (SPEC 0, 2.5, 6.1, C02): acknowledged writes survive a kill -9 loop and SIGTERM under
-load; purge leaves no bytes behind."""
+"""Durability and erasure (docs/reliability.md, docs/memories.md, docs/protocol.md; conformance C02): acknowledged
+writes survive a kill -9 loop and SIGTERM under load; purge leaves no bytes behind."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from test_wire import Raw, owner_key
 WRITERS = 4
 
 # Each writer adds memories in a loop and appends every acknowledged add to its file (fsynced before
-# the next request). On any error it reconnects and retries the same text: a safe retry (SPEC 6.2).
+# the next request). On any error it reconnects and retries the same text: a safe retry (docs/protocol.md).
 # The "cli" writer does the same through the real CLI, one process per add.
 WRITER = r"""
 import json, os, subprocess, sys, time
@@ -151,7 +151,7 @@ def test_acknowledged_adds_survive_kill_9(home: Home) -> None:
     check_acknowledged(home, acks, f"seed={seed} after {len(killed)} kills")
 
 
-DRAIN_SECONDS = 2.0  # SPEC 6.1: on SIGTERM in-flight requests finish within 2 s
+DRAIN_SECONDS = 2.0  # docs/protocol.md: on SIGTERM in-flight requests finish within 2 s
 # After the drain the daemon checkpoints the WAL, joins its threads and exits. Measured on a 2-core VM under the
 # writers' load (soak tier, 50 stops): the in-flight adds answered at most 0.11 s after SIGTERM, the daemon gone at
 # most 0.51 s after it. 0.5 s of margin for the exit keeps a loaded CI machine within the bound.
@@ -209,8 +209,8 @@ def sigterm_with_adds_in_flight(home: Home, where: str, texts: list[str]) -> tup
 @pytest.mark.fault
 def test_sigterm_during_writes_finishes_in_time(home: Home) -> None:
     """SIGTERM under write load with adds in flight: each in-flight add is answered ok and committed, the daemon
-    is gone within the SPEC's 2 s deadline (plus the margin of a process exit), logs a clean stop, and every
-    acknowledged add is kept."""
+    is gone within the 2 s deadline of docs/protocol.md (plus the margin of a process exit), logs a clean stop,
+    and every acknowledged add is kept."""
     home.ok("whoami")
     work = os.path.join(home.base, "acks")
     os.mkdir(work)

@@ -1,5 +1,5 @@
-"""Embeddings and hybrid search (SPEC 9.1, 9.2, 11.3, 12.3; conformance C07) against a real daemon, with a
-stub OpenAI-compatible endpoint on loopback standing in for the provider."""
+"""Embeddings and hybrid search (docs/search.md, docs/embeddings.md, docs/hooks.md, docs/operations.md; conformance
+C07) against a real daemon, with a stub OpenAI-compatible endpoint on loopback standing in for the provider."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def stored_models(home: Home) -> list[str]:
 
 
 def fixture_store(home: Home, stub: Stub, extra: str = "") -> tuple[DaemonClient, list[str]]:
-    """SPEC 9.1's fixture: the FTS list for "zebra" is [m2, m1], the vector list [m3, m2]."""
+    """The example of docs/search.md: the FTS list for "zebra" is [m2, m1], the vector list [m3, m2]."""
     stub.table = {
         "zebra": [1.0, 0, 0, 0, 0, 0, 0, 0],
         "\n\nzebra grazing on a long plain with many other animals around it": [-1.0, 0, 0, 0, 0, 0, 0, 0],

@@ -1,4 +1,4 @@
-"""The audit log (SPEC 8.5, D26): `hivemem events` output, visibility per principal, filters,
+"""The audit log (docs/governance.md, D26): `hivemem events` output, visibility per principal, filters,
 `--follow` streaming, and the tamper-evident hash chain."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from conftest import Home, client_token, wait_for
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
+from hivemem.store.sqlite import db
 from hivemem.store.sqlite.audit import verify_chain
 
 KEYS = {"id", "ts", "type", "principal", "label", "space", "memory", "session", "revision", "data"}
@@ -238,8 +239,8 @@ def test_follow_of_an_unreadable_space_is_denied(home: Home, owner: DaemonClient
     assert result.json["error"]["code"] == "denied.read"
 
 
-def store_connection(home: Home, flags: int) -> apsw.Connection:
-    return apsw.Connection(home.paths.store, flags=flags)
+def store_connection(home: Home, flags: int) -> db.Connection:
+    return db.Connection(home.paths.store, flags=flags)
 
 
 @pytest.mark.sqlite_only  # edits the store file; tests/test_postgres.py edits the team store

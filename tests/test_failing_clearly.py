@@ -1,4 +1,4 @@
-"""Failing clearly (SPEC 6.1) on real file systems: a tmpfs that fills up, one remounted read-only,
+"""Failing clearly (docs/protocol.md) on real file systems: a tmpfs that fills up, one remounted read-only,
 a store file deleted or replaced under the daemon, start-up failures that say why."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fuzzing (SPEC 6.2, 11.3, 14 T10-T11): generated frames on the real socket, params, hook stdin.
+"""Fuzzing (docs/protocol.md, docs/hooks.md, docs/security.md): generated frames on the real socket, params, hook stdin.
 
 Every frame gets well-formed replies (one JSON object per line, `ok` or a SPEC error, never `failed.internal`, never a
 traceback), the connection keeps serving, and after each batch the daemon answers and the store is unchanged.

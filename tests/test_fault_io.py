@@ -1,4 +1,5 @@
-"""Injected I/O errors (SPEC 6.1, 14): every I/O point of add, update, purge and a migration fails in turn.
+"""Injected I/O errors (docs/protocol.md, docs/security.md): every I/O point of add, update, purge and a migration
+fails in turn.
 
 The fault VFS fails the N-th `xWrite`, `xSync`, `xTruncate` or `xLock` of the store's files with SQLITE_IOERR,
 SQLITE_FULL or SQLITE_BUSY, for every N the verb reaches. Each time the verb answers ok or its SPEC error, the

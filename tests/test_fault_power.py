@@ -1,4 +1,5 @@
-"""Simulated power loss (SPEC 0, 5.1): the real daemon on a VFS that keeps only synced writes, cut at its N-th I/O.
+"""Simulated power loss (docs/reliability.md): the real daemon on a VFS that keeps only synced writes, cut at its N-th
+I/O.
 
 Each cut: launch the daemon on the fault VFS with a power-cut point, let writers add and update through the socket
 until the power goes, then copy the files as the disk holds them and check the copy (integrity_check, foreign keys,

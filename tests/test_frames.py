@@ -1,4 +1,4 @@
-"""Every reply fits a frame (SPEC 6.2, 10): lists page, and each verb's largest answer stays under 4 MiB."""
+"""Every reply fits a frame (docs/protocol.md): lists page, and each verb's largest answer stays under 4 MiB."""
 
 from __future__ import annotations
 
@@ -227,3 +227,21 @@ def test_the_longest_session_chain_fits(home: Home) -> None:
         chain = json.loads(line)["ok"]
         assert len(chain["chain"]) == 256 and chain["truncated"] is True
         assert len(reply_line(raw, "session.list", {"limit": 200})) <= MAX_FRAME
+
+
+def test_the_client_refuses_a_request_over_the_frame_and_keeps_its_connection(home: Home) -> None:
+    """One check, in `DaemonClient.request`, for the CLI and the MCP adapter (docs/decisions.md D349): a line over
+    the frame is never sent, so the connection the daemon would have closed still serves the next request."""
+    client = home.client()
+    try:
+        client.connect()
+        with pytest.raises(HivememError) as refused:
+            client.request("memory.add", {"space": "user", "content": "x", "source": "s" * MAX_FRAME})
+        assert refused.value.code == "invalid_params.frame" and refused.value.data == {"max_bytes": MAX_FRAME}
+        at_bound = "q" * (MAX_FRAME - len(b'{"id":2,"verb":"memory.search","params":{"query":""}}'))
+        with pytest.raises(HivememError) as fits:  # exactly MAX_FRAME bytes before the newline: sent, and judged
+            client.request("memory.search", {"query": at_bound})
+        assert fits.value.code == "invalid_params.range"
+        assert client.request("store.status", {})["memories"] == 0
+    finally:
+        client.close()

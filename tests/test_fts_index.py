@@ -1,4 +1,4 @@
-"""The derived full-text index holds exactly the live, active memories, with their current text (SPEC 5.3).
+"""The derived full-text index holds exactly the live, active memories, with their current text (docs/schema.md).
 
 A random sequence of every verb that touches the index runs in-process on a real store file; after each
 step the index is compared with the canonical rows: the set of indexed ids, FTS5's own integrity check
@@ -21,7 +21,7 @@ from hivemem.auth import owner
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store import open_store
-from hivemem.store.sqlite import fts5, fts_index
+from hivemem.store.sqlite import db, fts5, fts_index
 from hivemem.store.sqlite import search as fts
 
 SPACES = ("user", *(f"project/{c}" for c in "abcdefghijk"))  # each under 1/8 of the store: MATCH by space token
@@ -101,7 +101,7 @@ def test_the_index_follows_every_change() -> None:
 
 def segments_of(path: str) -> int:
     """How many segments the store file's memory_fts has, read from a read-only connection of the test's own."""
-    conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    conn = db.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     try:
         return fts_index.segments(conn)
     finally:

@@ -1,4 +1,4 @@
-"""C06 grants (SPEC 4.3): who may read and write what, checked before any handler runs; unreadable
+"""C06 grants (docs/security.md): who may read and write what, checked before any handler runs; unreadable
 memories answer as absent and never show in search or list results or ranks. Includes the randomized
 property test: many tokens, many searches, no leaks."""
 
@@ -146,7 +146,7 @@ STATUS_COUNTS = ("memories", "drafts", "archived", "deleted", "versions", "sessi
 
 
 def test_store_status_shows_a_client_only_what_it_can_read(home: Home, owner: DaemonClient, clients: Clients) -> None:
-    """SPEC 10: for any principal but the owner, counts cover readable rows only; no path, no size."""
+    """docs/protocol.md: for any principal but the owner, counts cover readable rows only; no path, no size."""
     grants = [("read", "space:team/a"), ("write", "space:team/a"), ("write", "session:*")]
     token = client_token(owner, "narrow", grants)
     narrow = clients(token)

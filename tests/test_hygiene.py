@@ -323,12 +323,13 @@ def test_doctor_summarizes_the_counts_in_one_line(home: Home, owner: DaemonClien
     add(owner, "due soon", review_after="2020-01-01T00:00:00Z")
     report = home.cli("doctor", "--json")
     line = next(c for c in report.json["checks"] if c["id"] == "memory.hygiene")
-    assert line["status"] == "ok" and line["message"] == "1 duplicate, 1 stale in 3 memories", line
+    assert line["status"] == "warn" and line["message"] == "2 findings (1 duplicate, 1 stale) in 3 memories", line
     assert "hivemem hygiene" in line["fix"]
     home.stop_daemon()
     stopped = home.cli("doctor", "--json")
     line = next(c for c in stopped.json["checks"] if c["id"] == "memory.hygiene")
-    assert line["message"] == "not checked: the daemon is not running" and home.daemon_pid() is None
+    assert line["status"] == "warn" and line["message"].startswith("skipped: the daemon is not running"), line
+    assert home.daemon_pid() is None
 
 
 def test_the_session_start_hint_is_off_by_default_and_one_line_when_on(home: Home) -> None:

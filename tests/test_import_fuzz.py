@@ -1,4 +1,4 @@
-"""Hostile import documents (SPEC 12.1): any change to a valid document is imported whole or refused whole with
+"""Hostile import documents (docs/operations.md): any change to a valid document is imported whole or refused whole with
 `invalid_params.*` and a JSON pointer, never half-written and never a crash. A real store file, in process."""
 
 from __future__ import annotations

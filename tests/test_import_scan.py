@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,7 +22,12 @@ from hivemem.store import SQLiteStore, open_store, transfer_scan
 from hivemem.store.sqlite import audit, memories
 from hivemem.store.sqlite.db import all_rows, scalar
 
-AKIA = "AKIA" + "IOSFODNN7EXAMPLE"  # an AWS key id shape, assembled so this file holds none
+if TYPE_CHECKING:
+    from hivemem.store.postgres.store import PostgresStore
+
+    Opened = SQLiteStore | PostgresStore  # the store fixture's, one per backend
+
+AKIA = "AKIA" + "IOSFODNN7Q2ZX4TR"  # an AWS key id shape, assembled so this file holds none
 TABLES = ("memories", "memory_versions", "memory_relations", "sessions", "events")
 
 
@@ -36,9 +41,9 @@ def store(request: pytest.FixtureRequest) -> Iterator[Any]:
         opened.close()
         return
     with pg_database() as url:
-        opened = open_store(os.path.join(directory, "store.db"), url=url)
-        yield opened
-        opened.close()
+        team = open_store(os.path.join(directory, "store.db"), url=url)
+        yield team
+        team.close()
 
 
 @pytest.fixture
@@ -69,11 +74,11 @@ def doc(n: int, **changes: Any) -> dict[str, Any]:
     return out
 
 
-def counts(store: SQLiteStore) -> tuple[int, ...]:
+def counts(store: Opened) -> tuple[int, ...]:
     return tuple(int(scalar(store.conn, f"SELECT count(*) FROM {t}")) for t in TABLES)
 
 
-def outcome(store: SQLiteStore, document: dict[str, Any], principal: Principal | None = None,
+def outcome(store: Opened, document: dict[str, Any], principal: Principal | None = None,
             **params: Any) -> Any:  # fmt: skip
     """The import's result, or its error as (code, at, kind); the store must be unchanged after an error."""
     path = os.path.join(store.data_dir, "doc.json")
@@ -123,7 +128,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 
 
 @pytest.mark.parametrize(("name", "changes"), CASES, ids=[c[0] for c in CASES])
-def test_the_split_scan_gives_what_the_whole_check_gives(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch,
+def test_the_split_scan_gives_what_the_whole_check_gives(store: Opened, monkeypatch: pytest.MonkeyPatch,
                                                          name: str, changes: dict[str, Any]) -> None:  # fmt: skip
     document = doc(30, **changes)
     for dry_run in (True, False):
@@ -210,16 +215,16 @@ def test_a_failed_or_stalled_worker_leaves_the_scan_to_the_daemon(
         assert outcome(store, doc(12, memories={7: {"content": LEAKED}})) == (
             "invalid_params.secret_content",
             "/memories/7/content",
-            "aws-access-key",
+            "aws-access-token",
         )
         fresh = doc(12, memories={i: {"content": f"{command} {args} {i}"} for i in range(12)})
         assert outcome(store, fresh)["planned"]["add"] == 12
 
 
-def test_a_denied_space_waits_for_the_scan(store: SQLiteStore, split: None) -> None:
-    """An error after validation is reported only for a document without a problem of its own."""
-    grants = ({"right": "write", "scope": "space:user"}, {"right": "read", "scope": "space:user"})
+def test_a_client_is_refused_before_the_document_is_read(store: Opened, split: None) -> None:
+    """Only the owner imports (docs/security.md): a client is refused at dispatch, whatever the document holds."""
+    grants = ({"right": "write", "scope": "*"}, {"right": "read", "scope": "*"})
     added = ops.dispatch(store, owner(), "client.add", {"name": "writer", "grants": list(grants)})
     writer = Principal(added["principal"], "writer", grants)
-    assert outcome(store, doc(20, memories={15: {"content": LEAKED}}), writer)[0] == "invalid_params.secret_content"
-    assert outcome(store, doc(20), writer)[0].startswith("denied.")
+    assert outcome(store, doc(20, memories={15: {"content": LEAKED}}), writer)[0] == "denied.admin"
+    assert outcome(store, doc(20), writer)[0] == "denied.admin"

@@ -145,3 +145,38 @@ def test_a_secret_in_a_file_refuses_the_import_and_names_the_file(home: Home, pl
     assert "AKIA" not in json.dumps(error)
     assert home.ok("store", "status")["drafts"] == 0, "nothing imported"
     fails(home, "import", "--from", "markdown", "--space", "user", code="invalid_params.missing", exit_code=2)
+
+
+def test_front_matter_is_yaml(home: Home) -> None:
+    """Read by PyYAML's safe loader (docs/decisions.md D347): quoting, block scalars and comments as YAML means them."""
+    notes = os.path.join(home.base, "vault")
+    put(os.path.join(notes, "a.md"), "---\ntitle: 'Deploy: the # steps'  # a comment\ntype: Decision\n"
+        "tags: [\"a, b\", c]\n---\nWe deploy on Tuesdays.\n")  # fmt: skip
+    put(os.path.join(notes, "b.md"), "---\ntitle: >\n  Folded\n  title\ntags: ops, infra\n...\nBody b.\n")
+    put(os.path.join(notes, "c.md"), "---\n---\nNo keys at all.\n")
+    home.ok("import", "--from", "markdown", "--path", notes, "--space", "user", "--active")
+    found = {m["title"]: m for m in memories(home, "user", "active")}
+    assert set(found) == {"Deploy: the # steps", "Folded title", "c"}
+    assert (found["Deploy: the # steps"]["kind"], found["Deploy: the # steps"]["tags"]) == ("decision", ["a-b", "c"])
+    assert found["Folded title"]["tags"] == ["ops", "infra"]
+
+
+@pytest.mark.parametrize(
+    ("front", "line", "why"),
+    [
+        ("title: [unclosed\ntype: note\n", 3, "not YAML"),
+        ("- a list\n- not a mapping\n", 2, "not a mapping"),
+        ("title: x\nrun: !!python/object/apply:os.system ['touch {marker}']\n", 3, "not YAML"),
+        ("title: x\nbig: '" + "y" * (64 << 10) + "'\n", 2, "longer than 65536 bytes"),
+    ],
+)
+def test_front_matter_that_is_not_a_yaml_mapping_is_refused_with_its_line(home: Home, front: str, line: int,
+                                                                          why: str) -> None:  # fmt: skip
+    marker = os.path.join(home.base, "ran")
+    note = put(os.path.join(home.base, "vault", "bad.md"), "---\n" + front.format(marker=marker) + "---\nBody.\n")
+    error = fails(home, "import", "--from", "markdown", "--path", os.path.dirname(note), "--space", "user",
+                  code="invalid_params.import", exit_code=2)  # fmt: skip
+    assert error["data"]["path"] == note and error["data"]["line"] == line, error
+    assert why in error["message"], error
+    assert not os.path.exists(marker)  # no tag builds an object, let alone runs one
+    assert home.ok("store", "status")["memories"] == 0

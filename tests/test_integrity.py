@@ -1,4 +1,5 @@
-"""Integrity checks (SPEC 12.2): findings {check, memory?, event?, detail} on real store files, none when healthy."""
+"""Integrity checks (docs/operations.md): findings {check, memory?, event?, detail} on real store files, none when
+healthy."""
 
 from __future__ import annotations
 

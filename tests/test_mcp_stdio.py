@@ -40,10 +40,18 @@ def call(ident: int, tool: str, **arguments: Any) -> bytes:
     return line("tools/call", {"name": tool, "arguments": arguments}, ident)
 
 
+def tool_error(result: dict[str, Any]) -> Any:
+    """The `{code, message, data}` of a tool error: its only content, a text block; no structured content."""
+    assert "structuredContent" not in result, result
+    (block,) = result["content"]
+    assert block["type"] == "text"
+    return json.loads(block["text"])
+
+
 def spawn(home: Home, stdin: Any, stdout: Any, stderr: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-    """A `hivemem mcp` process of this home with the owner's token, on the given stdin and stdout."""
+    """A `hivemem mcp --tools all` process of this home with the owner's token, on the given stdin and stdout."""
     env = dict(home.env, HIVEMEM_TOKEN="@owner")
-    argv = [sys.executable, "-m", "hivemem", "mcp"]
+    argv = [sys.executable, "-m", "hivemem", "mcp", "--tools", "all"]
     return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=home.base)
 
 
@@ -133,7 +141,7 @@ def test_a_line_over_the_limit_is_dropped_and_the_next_request_answered(home: Ho
     assert server.answer(3)["result"]["structuredContent"]["id"] == "m1"
     server.send(call(4, "memory_add", space="user", content="y" * (5 * 1024 * 1024)))
     huge = server.answer(4)["result"]
-    assert huge["isError"] is True and huge["structuredContent"]["code"] == "invalid_params.frame"
+    assert huge["isError"] is True and tool_error(huge)["code"] == "invalid_params.frame"
     assert 2 not in server.answers
     assert server.close() == 0
     assert [m["id"] for m in home.ok("memory", "list")["memories"]] == ["m1"]
@@ -161,7 +169,7 @@ def test_a_regular_file_is_served_by_the_sdk_transport(home: Home, tmp_path: Any
         assert server.answer(3)["result"]["structuredContent"]["content"] == "answered into a file"
         server.send(call(4, "nope_tool"))
         unknown = server.answer(4)["result"]
-        assert unknown["isError"] is True and unknown["structuredContent"]["code"] == "unsupported.verb"
+        assert unknown["isError"] is True and tool_error(unknown)["code"] == "unsupported.verb"
         assert server.threads() > 1  # the SDK transport's worker threads
         assert server.close() == 0
     assert server.left_blocking
@@ -270,7 +278,7 @@ def test_requests_read_before_stdin_closes_are_answered_into_a_file(home: Home, 
             assert spawn(home, stdin, stdout).wait(timeout=60) == 0
         answers = [json.loads(raw) for raw in (tmp_path / f"out{attempt}").read_bytes().splitlines()]
         assert [a["id"] for a in answers] == [1, 2, 3], attempt
-        assert answers[2]["result"]["structuredContent"] == {"mode": "fts", "results": []}
+        assert answers[2]["result"]["structuredContent"] == {"notice": TRUST_SENTENCE, "mode": "fts", "results": []}
 
 
 def test_a_pipe_closed_right_after_the_requests_still_gets_every_answer_into_a_file(home: Home, tmp_path: Any) -> None:

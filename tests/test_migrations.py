@@ -1,5 +1,6 @@
-"""Schema versions (SPEC 5.4, C03): the committed v1 fixture migrates to version 2 and serves, the v2 fixture serves
-unchanged, a failed migration leaves version 1; newer or foreign files are refused and left byte-for-byte untouched."""
+"""Schema versions (docs/schema.md; conformance C03): the committed v1 fixture migrates to version 3 and serves, the v2
+fixture gains the time indexes of version 3, the v3 fixture serves unchanged, a failed migration leaves version 1;
+newer or foreign files are refused and left byte-for-byte untouched."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import apsw
 import pytest
 
 from conftest import Home, fails, on_a_terminal, wait_for
+from hivemem.store.sqlite import db
 from hivemem.store.sqlite.audit import verify_chain
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -45,7 +47,7 @@ def sha256(path: str) -> str:
 
 
 def test_fixtures_are_small_real_stores() -> None:
-    for version in (1, 2):
+    for version in (1, 2, 3):
         path = os.path.join(FIXTURES, f"store-v{version}.db")
         assert os.path.getsize(path) <= 512 * 1024  # one 16 KiB page per table and index, and little else
         assert header(path) == (HVMM, version)
@@ -58,7 +60,7 @@ def test_a_migration_shows_its_progress_on_a_terminal(home: Home) -> None:
     stderr empty)."""
     install(home, os.path.join(FIXTURES, "store-v1.db"))
     code, out, terminal = on_a_terminal(home, "store", "status", "--json")
-    assert code == 0 and '"schema_version":2' in out.replace(" ", "")
+    assert code == 0 and '"schema_version":3' in out.replace(" ", "")
     assert terminal == "", "silent with --json, as every progress line is"
     home.stop_daemon()
     shutil.rmtree(os.path.join(home.paths.data_dir, "backups"))
@@ -68,17 +70,18 @@ def test_a_migration_shows_its_progress_on_a_terminal(home: Home) -> None:
     lines = [part.removesuffix("\x1b[K") for part in terminal.split("\r") if part.strip()]
     assert lines[0].startswith("hivemem: migrating ") and "from schema 1 to 2" in lines[0], repr(terminal)
     assert "hivemem: search index: 3 of 3 memories" in lines, repr(terminal)
-    assert lines[-1].startswith("hivemem: migrated ") and terminal.endswith("to schema 2\x1b[K\r\n"), repr(terminal)
+    assert any("from schema 2 to 3" in line for line in lines), repr(terminal)
+    assert lines[-1].startswith("hivemem: migrated ") and terminal.endswith("to schema 3\x1b[K\r\n"), repr(terminal)
     home.stop_daemon()
     code, out, terminal = on_a_terminal(home, "store", "status")
     assert code == 0 and terminal == "", "a store already upgraded starts without a word"
 
 
-def test_v1_fixture_migrates_to_v2_and_serves(home: Home) -> None:
+def test_v1_fixture_migrates_to_v3_and_serves(home: Home) -> None:
     source = os.path.join(FIXTURES, "store-v1.db")
     store = install(home, source)
     status = home.ok("store", "status")  # the first call starts the daemon, which migrates before it listens
-    assert (status["schema_version"], status["path"], status["memories"]) == (2, store, 3)
+    assert (status["schema_version"], status["path"], status["memories"]) == (3, store, 3)
     found = home.ok("memory", "search", "--query", "small pull requests")["results"]
     assert [h["id"] for h in found] == ["m1"]
     assert [h["id"] for h in home.ok("memory", "search", "--query", "zigversion", "--spaces", "project/api")
@@ -95,7 +98,7 @@ def test_v1_fixture_migrates_to_v2_and_serves(home: Home) -> None:
     assert added["id"] == "m4"
     assert [h["id"] for h in home.ok("memory", "search", "--query", "北京")["results"]] == ["m4"]
     home.stop_daemon()
-    assert header(store) == (HVMM, 2)
+    assert header(store) == (HVMM, 3)
     backup = os.path.join(home.paths.data_dir, "backups", "store.db.bak-v1")
     assert header(backup) == (HVMM, 1) and os.stat(backup).st_mode & 0o777 == 0o600
     with open(os.path.join(home.paths.logs, "daemon.log"), encoding="utf-8") as f:
@@ -133,9 +136,11 @@ def test_the_client_that_starts_the_daemon_is_told_the_migration_progress(home: 
     told = [line.removeprefix("progress ") for line in lines[:-1]]
     backups = os.path.join(home.paths.data_dir, "backups")
     assert told == [f"migrating {store} from schema 1 to 2 (backup in {backups})",
-                    "search index: 3 of 3 memories", f"migrated {store} to schema 2"]  # fmt: skip
+                    "search index: 3 of 3 memories", f"migrated {store} to schema 2",
+                    f"migrating {store} from schema 2 to 3 (backup in {backups})",
+                    f"migrated {store} to schema 3"]  # fmt: skip
     assert all(line in home.daemon_log() for line in told)
-    assert home.ok("store", "status")["schema_version"] == 2  # the daemon so started serves
+    assert home.ok("store", "status")["schema_version"] == 3  # the daemon so started serves
 
 
 def test_purge_after_a_migration_erases_the_memory_from_the_version_1_backup(home: Home) -> None:
@@ -152,14 +157,41 @@ def test_purge_after_a_migration_erases_the_memory_from_the_version_1_backup(hom
     conn.close()
 
 
-def test_v2_fixture_opens_unchanged_and_serves(home: Home) -> None:
+def indexes(path: str) -> set[str]:
+    conn = apsw.Connection(path)
+    try:
+        return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    finally:
+        conn.close()
+
+
+def test_v2_fixture_migrates_to_v3_with_time_indexes_and_serves(home: Home) -> None:
+    """m003_time_indexes: the live rows by updated and by created; a windowed search and list use them."""
     store = install(home, os.path.join(FIXTURES, "store-v2.db"))
+    assert not {"memories_updated", "memories_created"} & indexes(store)
     status = home.ok("store", "status")
-    assert (status["schema_version"], status["memories"]) == (2, 4)
+    assert (status["schema_version"], status["memories"]) == (3, 4)
     assert [h["id"] for h in home.ok("memory", "search", "--query", "北京 服务器")["results"]] == ["m4"]
+    old = home.ok("memory", "search", "--query", "zig", "--since", "2000-01-01", "--by-created")
+    assert [h["id"] for h in old["results"]] == ["m2"] and old["window"]["on"] == "created"
+    assert home.ok("memory", "search", "--query", "zig", "--since", "today", "--by-created")["results"] == []
+    assert home.ok("store", "check")["ok"] is True  # the new indexes are what a new store has
+    home.stop_daemon()
+    assert header(store) == (HVMM, 3)
+    assert {"memories_updated", "memories_created"} <= indexes(store)
+    assert header(os.path.join(home.paths.data_dir, "backups", "store.db.bak-v2")) == (HVMM, 2)
+
+
+def test_v3_fixture_opens_unchanged_and_serves(home: Home) -> None:
+    store = install(home, os.path.join(FIXTURES, "store-v3.db"))
+    status = home.ok("store", "status")
+    assert (status["schema_version"], status["memories"]) == (3, 4)
+    assert [h["id"] for h in home.ok("memory", "search", "--query", "北京 服务器")["results"]] == ["m4"]
+    listed = home.ok("memory", "list", "--since", "2000-01-01", "--authors", "owner", "--limit", "2")
+    assert [m["id"] for m in listed["memories"]] == ["m4", "m3"] and listed["next"] == "m3"
     assert not os.path.exists(os.path.join(home.paths.data_dir, "backups")), "no migration should have run"
     home.stop_daemon()
-    assert header(store) == (HVMM, 2)
+    assert header(store) == (HVMM, 3)
 
 
 def v1_store_with(path: str, rows: list[tuple[str, str]]) -> None:
@@ -191,7 +223,7 @@ def test_migration_hashes_nfc_text_and_keeps_one_of_two_equal_memories(home: Hom
     store = install(home, source)
     assert NFC != NFD
     status = home.ok("store", "status")
-    assert (status["schema_version"], status["memories"], status["deleted"]) == (2, 6, 1)
+    assert (status["schema_version"], status["memories"], status["deleted"]) == (3, 6, 1)
     fails(home, "memory", "get", "--id", "m5", code="not_found.memory", exit_code=3)
     gone = home.ok("memory", "get", "--id", "m5", "--include-deleted")
     assert gone["revision"] == 2 and gone["content"] == NFD
@@ -206,7 +238,7 @@ def test_migration_hashes_nfc_text_and_keeps_one_of_two_equal_memories(home: Hom
     assert [h["id"] for h in home.ok("memory", "search", "--query", "cafe")["results"]] == ["m6", "m4"]
     assert [h["id"] for h in home.ok("memory", "search", "--query", "服务器")["results"]] == ["m7"]
     home.stop_daemon()
-    conn = apsw.Connection(store)
+    conn = db.Connection(store)
     assert verify_chain(conn) is None  # the migration's event extends the hash chain
     hashes = dict(conn.execute("SELECT id, content_sha256 FROM memories").fetchall())  # type: ignore[arg-type, var-annotated]
     contents = dict(conn.execute("SELECT id, content FROM memories").fetchall())  # type: ignore[arg-type, var-annotated]
@@ -234,9 +266,9 @@ def test_a_failed_migration_leaves_version_1(home: Home) -> None:
 def newer_store(path: str) -> None:
     shutil.copyfile(os.path.join(FIXTURES, "store-v1.db"), path)
     conn = apsw.Connection(path)
-    conn.execute("PRAGMA user_version = 3")
+    conn.execute("PRAGMA user_version = 4")
     conn.close()
-    assert header(path) == (HVMM, 3)
+    assert header(path) == (HVMM, 4)
 
 
 def foreign_store(path: str) -> None:
@@ -251,7 +283,7 @@ def not_sqlite(path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("make", "found"), [(newer_store, 3), (foreign_store, None), (not_sqlite, None)], ids=["newer", "foreign", "text"]
+    ("make", "found"), [(newer_store, 4), (foreign_store, None), (not_sqlite, None)], ids=["newer", "foreign", "text"]
 )
 def test_newer_or_foreign_files_are_refused_untouched(home: Home, make: Callable[[str], None], found: int) -> None:
     source = os.path.join(home.base, "source.db")
@@ -263,7 +295,7 @@ def test_newer_or_foreign_files_are_refused_untouched(home: Home, make: Callable
     error = result.json["error"]
     assert error["code"] == "unsupported.store_schema"
     assert error["data"]["found"] == found
-    assert error["data"]["supported"] == 2
+    assert error["data"]["supported"] == 3
     served = home.cli("serve", timeout=20)
     assert served.code == 10, served
     assert home.daemon_pid() is None

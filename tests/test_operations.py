@@ -1,4 +1,4 @@
-"""Export and import (SPEC 12.1, C14): real daemons on real stores, driven through the CLI.
+"""Export and import (docs/operations.md; conformance C14): real daemons on real stores, driven through the CLI.
 
 A document is written and read by the daemon, never sent over the socket; import validates the whole document
 first and applies it in one transaction, so a bad document leaves the store exactly as it was.
@@ -21,6 +21,8 @@ from conftest import Home, client_token, fails, on_a_terminal
 
 SPEC_FIELDS = ("space", "kind", "title", "content", "tags", "status", "source", "confidence", "confidence_state",
                "review_after", "expires_at")  # fmt: skip
+
+PAT_BODY = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"  # the body of a GitHub PAT, joined to its prefix below
 
 
 @pytest.fixture
@@ -161,15 +163,10 @@ def test_round_trip_keeps_every_field_with_relations_and_sessions(home: Home, ot
 
 
 def test_import_records_provenance_and_the_importer_as_author(home: Home, other: Home) -> None:
-    owner = home.client()
-    try:
-        token = client_token(owner, "porter", [("write", "*"), ("read", "*")])
-    finally:
-        owner.close()
-    home.ok("store", "import", "--path", write(home, "rich.json", RICH), token=token)
+    home.ok("store", "import", "--path", write(home, "rich.json", RICH))
     memory = home.ok("memory", "list", "--spaces", "project/api", "--status", "archived")["memories"][0]
     got = home.ok("memory", "get", "--id", memory["id"])
-    assert got["author"] == got["updated_by"] == {"principal": "g1", "label": "porter"}, "imports never inherit trust"
+    assert got["author"] == got["updated_by"] == {"principal": "owner", "label": "owner"}, "the importer, always"
     assert got["revision"] == 1 and got["created"] > "2026-11-30"
     assert got["provenance"] == {"kind": "import", "surface": "import", "original_store": RICH["store_id"],
                                  "original_id": "m7", "original_author": "owner"}  # fmt: skip
@@ -253,7 +250,7 @@ BAD: list[tuple[str, Any, str, str]] = [
                                       "content": "deploy with AKIA" + "IOSFODNN7EXAMPLF and go"}),
      "invalid_params.secret_content", "/memories/1/content"),
     ("secret deep in provenance", with_items({"id": "m2", "space": "user", "content": "x",
-                                              "provenance": {"kind": "file", "reason": "token ghp_" + "a1B2" * 9}}),
+                                              "provenance": {"kind": "file", "reason": "token ghp_" + PAT_BODY}}),
      "invalid_params.secret_content", "/memories/1/provenance"),
     ("secret in a session", with_items(sessions=[{"session": "s1", "harness": "codex",
                                                   "started": "2026-10-01T09:00:00Z",
@@ -294,22 +291,18 @@ def test_a_200_mb_document_is_refused_with_nothing_written(home: Home) -> None:
     assert home.ok("whoami")["principal"] == "owner", "the daemon serves on"
 
 
-def test_missing_file_and_unwritable_space(home: Home) -> None:
+def test_missing_file_and_a_client_cannot_import(home: Home) -> None:
     fails(home, "store", "import", "--path", "no-such.json", code="invalid_params.path", exit_code=2)
     owner = home.client()
     try:
-        token = client_token(owner, "narrow", [("read", "*"), ("write", "space:user")])
+        token = client_token(owner, "narrow", [("read", "*"), ("write", "*")])
     finally:
         owner.close()
     before = store_state(home)
     path = write(home, "rich.json", RICH)
-    error = fails(home, "store", "import", "--path", path, code="denied.write", exit_code=4, token=token)
-    assert error["data"]["resource"] == "space:project/api"
+    error = fails(home, "store", "import", "--path", path, code="denied.admin", exit_code=4, token=token)
+    assert error["data"]["resource"] == "store.import", "agents write through the memory verbs (docs/security.md)"
     assert store_state(home) == before
-    mapped = '{"project/api": "user"}'
-    error = fails(home, "store", "import", "--path", path, "--space-map", mapped, code="denied.write", exit_code=4,
-                  token=token)  # fmt: skip
-    assert error["data"]["resource"] == "session:*", "sessions need a session write grant, as session.start does"
 
 
 def test_export_covers_only_what_the_caller_reads(home: Home) -> None:
@@ -320,12 +313,11 @@ def test_export_covers_only_what_the_caller_reads(home: Home) -> None:
         token = client_token(owner, "reader", [("read", "space:user")])
     finally:
         owner.close()
-    path = os.path.join(home.base, "mine.json")
-    assert home.ok("store", "export", "--path", path, token=token)["memories"] == 1
-    assert "hidden plans" not in Path(path).read_text(encoding="utf-8")
-    fails(home, "store", "export", "--spaces", "project/secret", "--path", path + "2", code="denied.read",
-          exit_code=4, token=token)  # fmt: skip
-    assert not os.path.exists(path + "2")
+    made = home.ok("store", "export", token=token)
+    assert made["memories"] == 1
+    assert "hidden plans" not in Path(made["path"]).read_text(encoding="utf-8")
+    fails(home, "store", "export", "--spaces", "project/secret", code="denied.read", exit_code=4, token=token)
+    assert os.listdir(home.paths.exports) == [os.path.basename(made["path"])]
 
 
 def test_export_paths_resolve_against_the_cli_and_never_replace_or_follow(home: Home) -> None:
@@ -403,7 +395,7 @@ def full_bar(terminal: str, label: str, total: str) -> bool:
 
 
 def test_progress_frames_come_only_to_a_request_that_asks_and_before_its_reply(home: Home) -> None:
-    """The wire of SPEC 6.2 is unchanged for a request without `progress`; with `"progress": true`, frames
+    """The wire of docs/protocol.md is unchanged for a request without `progress`; with `"progress": true`, frames
     carrying the request's id and {stage, done, total} come before its one reply (D114)."""
     many = document([{"id": f"m{i}", "space": "user", "content": f"note {i}"} for i in range(1, 3001)])
     path = write(home, "many.json", many)

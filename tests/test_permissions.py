@@ -1,4 +1,4 @@
-"""File modes and link checks (SPEC 5.2, C16): 0600 files and 0700 directories whatever the umask;
+"""File modes and link checks (docs/schema.md; conformance C16): 0600 files and 0700 directories whatever the umask;
 a symlinked store or key is refused."""
 
 from __future__ import annotations

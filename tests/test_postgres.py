@@ -1,4 +1,4 @@
-"""The team store on PostgreSQL (SPEC 16): what differs from SQLite by design, bad input, and several machines
+"""The team store on PostgreSQL (docs/team.md): what differs from SQLite by design, bad input, and several machines
 (separate homes, each with its own daemon) on one database. Every test here runs on a real server."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,24 +21,13 @@ import psycopg
 import pytest
 
 from conftest import Home, fails, isolated_home, wait_for
-from hivemem import auth, ops
+from hivemem import auth, manifest, ops
 from hivemem.errors import HivememError
+from hivemem.store.connection import Lock, Locking
 from hivemem.store.limits import Limits
 from hivemem.store.postgres import schema
-from hivemem.store.postgres.conn import (
-    CHAIN_END,
-    EVENTS_SEQ,
-    EXPORTING,
-    IMPORTING,
-    KEYED,
-    LOCKING,
-    NEW_MEMORY,
-    STORE_WIDE,
-    VECTOR_PUT,
-    Connection,
-    Cursor,
-)
-from hivemem.store.postgres.store import PostgresStore
+from hivemem.store.postgres.conn import Connection, Cursor, Retry
+from hivemem.store.postgres.store import BACKOFF_MAX_S, BACKOFF_S, RETRIES, PostgresStore, again, pause
 from hivemem.store.sqlite import memories
 
 pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
@@ -120,8 +110,25 @@ def test_store_init_creates_the_schema_and_shows_the_owner_key_once(pg: Home) ->
     assert again["created"] is False and "owner_key" not in again
     assert "password" not in again["store"]
     versions = dict(sql(pg, "SELECT key, value FROM meta WHERE key IN ('application', 'schema_version')"))
-    assert versions == {"application": "hivemem", "schema_version": "2"}
+    assert versions == {"application": "hivemem", "schema_version": str(schema.VERSION)}
     assert pg.ok("whoami")["principal"] == "owner"
+
+
+def test_a_key_value_connection_string_reaches_the_team_store_and_status_never_shows_its_password(pg: Home) -> None:
+    """`store.url` in libpq's key=value form (docs/team.md, docs/decisions.md D345); the test server trusts local
+    logins, so a password given is never asked for, yet must not show in status or the log."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    hidden = "Sw0rdf1sh-" + "9q"  # assembled, so that the repository holds no credential-shaped text
+    given = {"pass" + "word": hidden}  # libpq's keyword, built so the line does not read as a credential
+    pg.config(f"[store]\nurl = {json.dumps(make_conninfo(pg.store_url, **given))}\n")
+    pg.ok("store", "init")
+    added = pg.ok("memory", "add", "--space", "user", "--content", "reached by key=value")
+    assert pg.ok("memory", "get", "--id", added["id"])["content"] == "reached by key=value"
+    shown = pg.ok("store", "status")["path"]
+    assert hidden not in shown and conninfo_to_dict(shown)["dbname"] == conninfo_to_dict(pg.store_url)["dbname"]
+    with open(os.path.join(pg.env["XDG_STATE_HOME"], "hivemem", "logs", "daemon.log")) as f:
+        assert hidden not in f.read()
 
 
 def test_a_database_of_another_application_is_refused_untouched(pg: Home) -> None:
@@ -137,7 +144,7 @@ def test_a_newer_schema_is_refused(pg: Home) -> None:
     sql(pg, "UPDATE meta SET value = '9' WHERE key = 'schema_version'")
     error = fails(pg, "memory", "add", "--space", "user", "--content", "x", code="unsupported.store_schema",
                   exit_code=10)  # fmt: skip
-    assert error["data"]["found"] == "9" and error["data"]["supported"] == 2
+    assert error["data"]["found"] == "9" and error["data"]["supported"] == schema.VERSION
 
 
 def search_index_options(home: Home) -> list[str] | None:
@@ -161,8 +168,24 @@ def test_a_version_1_store_migrates_its_search_index_and_still_finds_its_memorie
     found = pg.ok("memory", "search", "--query", "gateway", "--space", "user")
     assert [r["id"] for r in found["results"]] == ["m1"]
     assert search_index_options(pg) == ["fastupdate=off"]
-    assert sql(pg, "SELECT value FROM meta WHERE key = 'schema_version'") == [("2",)]
-    assert pg.ok("store", "status")["schema_version"] == 2
+    assert sql(pg, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(schema.VERSION),)]
+    assert pg.ok("store", "status")["schema_version"] == schema.VERSION
+
+
+def test_a_version_3_store_gains_the_time_indexes_and_windowed_search_works(pg: Home) -> None:
+    """Schema 4 (docs/team.md, docs/decisions.md D292): the live rows by updated and by created."""
+    pg.ok("store", "init")
+    memory = pg.ok("memory", "add", "--space", "user", "--content", "the gateway retries three times")["id"]
+    time_indexes = "SELECT count(*) FROM pg_indexes WHERE indexname IN ('memories_updated', 'memories_created')"
+    assert sql(pg, time_indexes) == [(2,)]  # a new store has them
+    sql(pg, "DROP INDEX memories_updated")
+    sql(pg, "DROP INDEX memories_created")
+    sql(pg, "UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    pg.stop_daemon()
+    found = pg.ok("memory", "search", "--query", "gateway", "--since", "7d", "--authors", "owner")
+    assert [r["id"] for r in found["results"]] == [memory] and found["window"]["on"] == "updated"
+    assert sql(pg, time_indexes) == [(2,)]
+    assert pg.ok("store", "status")["schema_version"] == schema.VERSION == 4
 
 
 # What differs by design: backup and restore defer to PostgreSQL's tools
@@ -200,18 +223,24 @@ def test_cjk_runs_match_as_contiguous_substrings(pg: Home) -> None:
     assert pg.ok("memory", "search", "--query", "天都")["results"] == []
 
 
-def test_recall_needs_two_prompt_terms_close_together_as_on_sqlite(pg: Home) -> None:
+def test_recall_weighs_rare_words_as_on_sqlite(pg: Home) -> None:
+    """docs/decisions.md D282 on the team store: one rare word is evidence, one common word is not."""
     close = pg.ok("memory", "add", "--space", "user", "--content", "The staging deploy runs make release.")["id"]
     pg.ok("memory", "add", "--space", "user", "--content", "We talked about the difference between two plans.")
-    filler = " ".join(f"word{i}" for i in range(40))
-    pg.ok("memory", "add", "--space", "user", "--content", f"Mutex here. {filler} and a semaphore at the end.")
+    zig = pg.ok("memory", "add", "--space", "user", "--title", "Zig pin", "--content", "We pin Zig 0.13.")["id"]
+    for n in range(12):
+        pg.ok("memory", "add", "--space", "user", "--content", f"widget queue note {n}")
+    both = pg.ok("memory", "add", "--space", "user", "--content", "A widget queue drains every night.")["id"]
     c = pg.client("@owner")
     try:
-        for query in ("What is the difference between a mutex and a semaphore?", "Explain the difference."):
+        for query in ("Explain the difference.", "What time is it?", "the queue at the bakery was long"):
             assert c.call("memory.recall", spaces=["user"], query=query)["count"] == 0, query
-        for query in ("how do I make a release", "release"):
+        for query, memory in (("how do I make a release", close), ("release", close),
+                              ("which Zig version does this repo use?", zig)):  # fmt: skip
             result = c.call("memory.recall", spaces=["user"], query=query)
-            assert result["count"] == 1 and f'"id":"{close}"' in result["text"], query
+            assert result["count"] == 1 and f'"id":"{memory}"' in result["text"], query
+        result = c.call("memory.recall", spaces=["user"], query="does the widget queue drain at night?")
+        assert f'"id":"{both}"' in result["text"].splitlines()[2], "near each other, two common words add up"
     finally:
         c.close()
 
@@ -310,48 +339,6 @@ def test_a_statement_timeout_is_a_clear_error_and_the_daemon_keeps_serving(pg: H
     assert pg.daemon_pid() is not None
 
 
-def test_roles_without_superuser_serve_the_store(pg: Home) -> None:
-    """docs/team.md's two roles (D160): an owner of the `hivemem` schema runs `store init`; a runtime role with
-    only table rights serves every verb. Neither is a superuser."""
-    name = pg.store_url.rsplit("/", 1)[1]
-    admin, app, url = f"hm_adm_{name[-8:]}", f"hm_app_{name[-8:]}", pg.store_url
-    setup = [
-        f'CREATE ROLE "{admin}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
-        f'CREATE ROLE "{app}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE',
-        f'GRANT CONNECT ON DATABASE "{name}" TO "{admin}", "{app}"',
-        f'CREATE SCHEMA hivemem AUTHORIZATION "{admin}"',
-        f'ALTER ROLE "{admin}" IN DATABASE "{name}" SET search_path = hivemem, public',
-        f'ALTER ROLE "{app}" IN DATABASE "{name}" SET search_path = hivemem, public',
-        f'GRANT USAGE ON SCHEMA hivemem TO "{app}"',
-        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{admin}" IN SCHEMA hivemem '
-        f'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "{app}"',
-        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{admin}" IN SCHEMA hivemem GRANT USAGE, SELECT ON SEQUENCES TO "{app}"',
-    ]
-    for statement in setup:
-        sql(pg, statement)
-    try:
-        pg.store_url = url.replace("://", f"://{admin}@", 1)
-        pg.config("")
-        assert pg.ok("store", "init")["created"] is True
-        pg.store_url = url.replace("://", f"://{app}@", 1)
-        pg.config("")
-        pg.ok("memory", "add", "--space", "user", "--content", "written by the runtime role")
-        assert pg.ok("memory", "search", "--query", "runtime role")["results"][0]["id"] == "m1"
-        assert pg.ok("store", "check")["ok"] is True
-        with psycopg.connect(pg.store_url, autocommit=True) as conn, pytest.raises(psycopg.Error):
-            conn.execute("DROP TABLE memories")  # the daemons' role cannot change the schema
-        owners = sql(pg, "SELECT DISTINCT tableowner, schemaname FROM pg_tables WHERE tablename = 'memories'")
-        assert owners == [(admin, "hivemem")]
-        supers = sql(pg, "SELECT rolsuper FROM pg_roles WHERE rolname IN (%s, %s)", (admin, app))
-        assert supers == [(False,), (False,)]
-    finally:
-        pg.stop_daemon()
-        with psycopg.connect(url, autocommit=True) as conn:
-            for role in (app, admin):
-                conn.execute(f'DROP OWNED BY "{role}" CASCADE')
-                conn.execute(f'DROP ROLE "{role}"')
-
-
 # Moving between backends
 
 
@@ -376,54 +363,151 @@ def test_export_from_sqlite_imports_into_postgresql_and_back(tmp_path: Any) -> N
 
 
 class Recording(Connection):
-    """The team store's own connection, noting each statement the statement modules send it."""
+    """The team store's own connection, noting each statement the statement modules send it, with the lock it
+    declared (None for none)."""
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.sent: set[str] = set()
+        self.sent: list[tuple[str, tuple[Any, ...], Locking | None]] = []
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Cursor:
-        self.sent.add(sql)
+        self.sent.append((sql, tuple(args), None))
         return super().execute(sql, args)
 
+    def locked(self, lock: Locking, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self.sent.append((sql, tuple(args), lock))
+        return super().locked(lock, sql, args)
 
-def test_each_statement_the_team_store_locks_at_is_one_the_verbs_send(pg: Home, tmp_path: Any) -> None:
-    """The locks of concurrent writers (D208) hang on statements spelled as the shared statement modules spell
-    them: a module that changed one would silently leave its verb unlocked, so every verb that writes runs here
-    and each of those statements must have been sent, in a verb's transaction."""
+
+# The row a statement names by its first condition, `column = ?` or `column = 'literal'`.
+READ = re.compile(r"^SELECT .*? FROM (\w+)(?: \w+)? WHERE (\w+) = (\?|'[^']*')")
+WRITE = re.compile(r"^(?:UPDATE (\w+) SET .*?|DELETE FROM (\w+)) WHERE (\w+) = (\?|'[^']*')")
+Named = tuple[str, str, Any]  # (table, column, value)
+
+
+def named(match: re.Match[str], table: str, args: tuple[Any, ...]) -> Named:
+    """The (table, column, value) of a statement's first condition: its literal, or the argument bound there."""
+    last = len(match.groups())
+    column, value = match.group(last - 1), match.group(last)
+    if value != "?":
+        return table, column, value.strip("'")
+    return table, column, args[match.string[: match.start(last)].count("?")]
+
+
+def unlocked_writes(sent: list[tuple[str, tuple[Any, ...], Locking | None]]) -> list[str]:
+    """Each UPDATE or DELETE of a verb's transaction whose row the transaction had read without a lock and never
+    read under one (nor held the store-wide lock, or an import's, when it read it): a read then write that another
+    machine's verb could interleave with (D356). A statement's row is the one its first condition names."""
+    found: list[str] = []
+    unlocked: set[Named] = set()
+    rows: set[Named] = set()
+    held: set[str] = set()  # "*" under the store-wide lock, "memories" under an import's
+    for sql, args, lock in sent:
+        if sql == "BEGIN IMMEDIATE" or sql in ("COMMIT", "ROLLBACK"):
+            unlocked, rows, held = set(), set(), set()
+        held |= {"*"} if lock is Lock.STORE else {"memories"} if lock is Lock.IMPORT else set()
+        read, write = READ.match(sql), WRITE.match(sql)
+        if read is not None and not {"*", read.group(1)} & held:
+            (unlocked if lock is None else rows).add(named(read, read.group(1), args))
+        if write is not None:
+            row = named(write, write.group(1) or write.group(2), args)
+            if row in unlocked and row not in rows:
+                found.append(f"{sql} {args}")
+    return found
+
+
+def every_writing_verb(store: PostgresStore, tmp_path: Any) -> set[str]:
+    """Run each verb of the manifest that writes (and the embedding worker's vector write) once; the verbs run."""
+    ran: set[str] = set()
+
+    def do(verb: str, **p: Any) -> Any:
+        ran.add(verb)
+        return ops.dispatch(store, auth.owner(), verb, p)
+
+    s1 = do("session.start", harness="codex", harness_session="one")["session"]
+    s2 = do("session.start", harness="codex", harness_session="two", parent=s1, relation="fork")["session"]
+    do("session.end", session=s1)
+    m1 = do("memory.add", space="user", content="the first text", session=s1)["id"]
+    m2 = do("memory.add", space="user", content="the second text")["id"]
+    do("memory.update", id=m1, revision=1, content="the first text, edited")
+    do("memory.delete", id=m1, revision=2)
+    do("memory.restore", id=m1)
+    draft = do("memory.capture", space="user", content="a captured draft", session=s2)["id"]
+    do("memory.confirm", id=draft, revision=1)
+    do("memory.challenge", id=m1, revision=4, outcome="superseded", replacement=m2, confirm=True)
+    do("memory.relate", source=m2, target=draft, relation="related")
+    do("memory.unrelate", source=m2, target=draft, relation="related")
+    do("memory.archive", id=draft, revision=2)
+    moved = do("memory.move", id=m2, revision=1, space="project/x")["id"]
+    do("memory.search", query="second", record_usage=True)
+    store.vectors.put("m", [(int(moved[1:]), "", memories.sha256("the second text"), [1.0, 0.0])])
+    do("client.add", name="laptop", grants=[{"right": "read", "scope": "space:user"}])
+    do("client.remove", name="laptop")
+    out = str(tmp_path / "export.json")
+    do("store.export", path=out)
+    do("store.import", path=out, space_map={"user": "imported"})
+    do("memory.forget", spaces=["imported"])
+    do("memory.purge", id=draft)
+    do("session.purge", session=s2)
+    do("store.check")
+    do("store.repair_fts", apply=True, confirm=True)
+    with contextlib.suppress(HivememError):  # no embedding provider here: refused, after nothing was read
+        do("embeddings.reindex")
+    return ran
+
+
+def test_every_read_a_verb_then_writes_declares_its_lock(pg: Home, tmp_path: Any) -> None:
+    """Locks are declared where a statement is written (`lock=Lock.ROW`, D356), not found by the text of the SQL:
+    on the team store every verb that writes runs once, and no UPDATE or DELETE may write a row its transaction
+    read without a lock. Taking out one declared lock (memory.update's `load`) fails this test."""
     conn = Recording(pg.store_url)
     schema.migrate(conn, lambda _: None)
     store = PostgresStore(conn, pg.store_url, str(tmp_path), Limits())
-
-    def do(verb: str, **p: Any) -> dict[str, Any]:
-        return ops.dispatch(store, auth.owner(), verb, p)
-
     try:
-        s1 = do("session.start", harness="codex", harness_session="one")["session"]
-        do("session.start", harness="codex", harness_session="two", parent=s1, relation="fork")
-        do("session.end", session=s1)
-        m1 = do("memory.add", space="user", content="the first text")["id"]
-        m2 = do("memory.add", space="user", content="the second text")["id"]
-        do("memory.update", id=m1, revision=1, content="the first text, edited")
-        do("memory.delete", id=m1, revision=2)
-        do("memory.restore", id=m1)
-        draft = do("memory.capture", space="user", content="a captured draft")["id"]
-        do("memory.confirm", id=draft, revision=1)
-        do("memory.challenge", id=m1, revision=4, outcome="superseded", replacement=m2, confirm=True)
-        do("memory.relate", source=m2, target=draft, relation="related")
-        digest = memories.sha256("the second text")
-        store.vectors.put("m", [(int(m2[1:]), "", digest, [1.0, 0.0])])
-        do("client.add", name="laptop", grants=[{"right": "read", "scope": "space:user"}])
-        do("client.remove", name="laptop")
-        out = str(tmp_path / "export.json")
-        do("store.export", path=out)
-        do("store.import", path=out, space_map={"user": "moved"})
-        do("memory.purge", id=draft)
+        ran = every_writing_verb(store, tmp_path)
     finally:
         store.close()
-    locked = {*LOCKING, *KEYED, *STORE_WIDE, *IMPORTING, CHAIN_END, EVENTS_SEQ, VECTOR_PUT}
-    assert locked - conn.sent == set()
-    assert any(s.startswith(EXPORTING) for s in conn.sent) and any(s.startswith(NEW_MEMORY) for s in conn.sent)
+    writing = {v.name for v in manifest.VERBS if v.writes or any(p.writes for p in v.params)}
+    assert writing - ran == set()
+    assert unlocked_writes(conn.sent) == []
+    assert any(lock is Lock.ROW for _, _, lock in conn.sent)  # the test sees the declared locks
+
+
+def test_a_write_after_an_unlocked_read_of_its_row_is_found() -> None:
+    """The check above, on statements as a verb sends them: a read without a lock, then a write of that row."""
+    begin, row = ("BEGIN IMMEDIATE", (), None), (f"SELECT {memories.COLUMNS} FROM memories WHERE id = ?", (7,))
+    write = ("UPDATE memories SET title = ? WHERE id = ? AND revision = ?", ("t", 7, 1), None)
+    assert unlocked_writes([begin, (*row, None), write]) == ["UPDATE memories SET title = ? WHERE id = ? AND "
+                                                             "revision = ? ('t', 7, 1)"]  # fmt: skip
+    assert unlocked_writes([begin, (*row, None), (*row, Lock.ROW), write]) == []
+    assert unlocked_writes([begin, (*row, None), (*row[:1], (8,), Lock.ROW), write]) != []
+    assert unlocked_writes([begin, ("SELECT 1 FROM clients WHERE name = ?", ("a",), Lock.STORE), (*row, None),
+                            write]) == []  # fmt: skip
+
+
+def test_a_lost_race_is_run_again_after_a_jittered_pause_a_bounded_number_of_times() -> None:
+    """D209's runs again, paced (D360): a change that lost a race runs again after a random pause whose ceiling
+    doubles (capped), at most RETRIES times in all, then answers `unavailable.store_busy`."""
+    calls: list[float] = []
+
+    def change(lost: int) -> str:
+        calls.append(time.monotonic())
+        if len(calls) <= lost:
+            raise Retry("another machine's change crossed this one")
+        return "done"
+
+    assert again(change, 2) == "done" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(Retry) as lost:
+        again(change, RETRIES)
+    assert len(calls) == RETRIES and lost.value.code == "unavailable.store_busy"
+    ceilings = [min(BACKOFF_MAX_S, BACKOFF_S * 2**attempt) for attempt in range(RETRIES - 1)]
+    waited = calls[-1] - calls[0]
+    assert 0.0005 < waited < sum(ceilings) + 0.5  # it paused, and not for long
+    for attempt, ceiling in enumerate(ceilings):
+        pauses = [pause(attempt) for _ in range(200)]
+        assert all(0 <= p <= ceiling for p in pauses) and len(set(pauses)) == 200 and max(pauses) > ceiling / 2
+    assert ceilings == sorted(ceilings) and pause(40) <= BACKOFF_MAX_S  # doubling, to a cap
 
 
 # Several machines, one store

@@ -1,4 +1,5 @@
-"""memory.recall through a real daemon (SPEC 11.3, C13): the envelope holds against hostile text, writes nothing."""
+"""memory.recall through a real daemon (docs/hooks.md; conformance C13): the envelope holds against hostile text,
+writes nothing."""
 
 from __future__ import annotations
 
@@ -207,20 +208,25 @@ def test_relevance_floor_injects_nothing_for_stopwords_and_single_characters(cli
     assert [r["content"] for r in records] == ["deploy with make release"]
 
 
-def test_one_shared_word_or_two_far_apart_is_not_a_match(client: DaemonClient) -> None:
+def test_rare_words_are_evidence_and_common_words_are_not(client: DaemonClient) -> None:
+    """docs/decisions.md D282: each shared word weighs its rarity in the read path; one rare word is enough."""
     close = add(client, "user", "The staging deploy runs make release after the tests pass.", "procedure")
     add(client, "user", "We talked about the difference between the two holiday plans.", "fact")
-    filler = " ".join(f"word{i}" for i in range(40))
-    add(client, "user", f"Mutex here. {filler} and a semaphore at the end.", "fact")
-    for query in ("What is the difference between a mutex and a semaphore?", "Explain the difference in detail."):
+    proto = add(client, "user", "Protobuf files live in proto/ and are compiled with buf generate.", "convention")
+    for n in range(12):  # `widget` and `queue` are held by many memories: common in this store
+        add(client, "user", f"widget queue note {n} of the inventory", "fact")
+    both = add(client, "user", "A widget queue drains every night into the archive.", "fact")
+    for query in ("Explain the difference in detail.", "What time is it? Thanks!", "tell me about widgets",
+                  "the queue at the bakery was long", "What did Alice say about the staging deploy?"):  # fmt: skip
         assert recall(client, ["user"], query=query) == {"text": "", "count": 0, "truncated": False}, query
-    for query in ("how do I make a release", "deploy to staging please", "release"):
+    for query, memory in (("where do the protobuf files live?", proto), ("how do I make a release", close),
+                          ("deploy to staging please", close), ("release", close)):  # fmt: skip
         records, hidden = parse(recall(client, ["user"], query=query)["text"])
-        assert [r["id"] for r in records] == [close] and hidden == 0, query
-    # the same words within a few tokens of each other are a match
-    near = add(client, "user", "A mutex or a semaphore guards the queue.", "fact")
-    records, _ = parse(recall(client, ["user"], query="mutex and semaphore")["text"])
-    assert [r["id"] for r in records] == [near]
+        assert [r["id"] for r in records] == [memory] and hidden == 0, query
+    # two words common in the store, next to each other, add up; far apart or alone they do not
+    records, _ = parse(recall(client, ["user"], query="does the widget queue drain at night?")["text"])
+    assert records[0]["id"] == both
+    assert len(parse(recall(client, ["user"], query="widget")["text"])[0]) == 8, "one word alone: what holds it"
 
 
 def test_groups_project_user_team_in_score_order_and_nothing_else(client: DaemonClient) -> None:
@@ -328,7 +334,7 @@ def test_unreadable_spaces_of_the_fixed_path_are_skipped_named_ones_denied(home:
             records, _ = parse(recall(reader, ["project/secret", "user"], fixed_path=True, **params)["text"])
             assert [r["space"] for r in records] == ["user"]
             for verb, extra in (("memory.recall", params), ("memory.search", {"query": "deploy"})):
-                with pytest.raises(HivememError) as info:  # a space the caller named, as search does (SPEC 4.3)
+                with pytest.raises(HivememError) as info:  # a space the caller named, as search does (docs/security.md)
                     reader.call(verb, spaces=["user", "project/secret"], **extra)
                 assert (info.value.code, info.value.exit_code) == ("denied.read", 4)
                 assert info.value.data["resource"] == "space:project/secret"

@@ -6,42 +6,25 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.validators import extend
+
 from conftest import Home, client_token, wait_for
 from embedstub import running
 from hivemem import records, schemas
 from hivemem.client import DaemonClient
 from hivemem.manifest import VERBS
 
-JSON: dict[str, type | tuple[type, ...]] = {
-    "string": str,
-    "integer": int,
-    "number": (int, float),
-    "boolean": bool,
-    "object": dict,
-    "array": list,
-}
+# The published schemas are checked by jsonschema (docs/decisions.md D348). JSON's integer is Python's int here:
+# a float such as 1.0 is not one on this wire, though JSON Schema itself would take it.
+STRICT = extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)))  # fmt: skip
 
 
 def problems(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
-    """Where `value` breaks `schema` (the subset records.json_schema writes); [] when it conforms."""
-    if "anyOf" in schema:
-        tried = [problems(value, option, where) for option in schema["anyOf"]]
-        return [] if any(not t for t in tried) else [f"{where}: {value!r} matches no alternative"]
-    kind = schema.get("type")
-    if kind == "null":
-        return [] if value is None else [f"{where}: {value!r} is not null"]
-    if kind is not None and (not isinstance(value, JSON[kind]) or (kind != "boolean" and isinstance(value, bool))):
-        return [f"{where}: {value!r} is not {kind}"]
-    if kind == "array":
-        return [p for i, item in enumerate(value) for p in problems(item, schema["items"], f"{where}[{i}]")]
-    if kind != "object" or "properties" not in schema:
-        return []
-    found = [f"{where}.{k}: not in the shape" for k in value if k not in schema["properties"]]
-    found += [f"{where}.{k}: missing" for k in schema.get("required", ()) if k not in value]
-    for k, member in schema["properties"].items():
-        if k in value:
-            found += problems(value[k], member, f"{where}.{k}")
-    return found
+    """Where `value` breaks `schema`, a valid JSON Schema; [] when it conforms."""
+    Draft202012Validator.check_schema(schema)
+    return [f"{where}/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in STRICT(schema).iter_errors(value)]
 
 
 def check(verb: str, result: dict[str, Any], seen: dict[str, int]) -> dict[str, Any]:
@@ -58,6 +41,9 @@ def test_the_checker_fails_on_a_wrong_shape() -> None:
     assert problems({"id": "m1", "revision": 1}, written) != []
     assert problems({"id": "m1", "revision": 1, "changed": True, "extra": 1}, written) != []
     assert problems({"id": "m1", "revision": True, "changed": True}, written) != []
+    assert problems({"id": "m1", "revision": 1.0, "changed": True}, written) != []
+    hit = schemas.json_schema(records.SearchResult)
+    assert problems({"mode": "fts", "results": [{"id": "m1"}]}, hit) != []  # a nested shape is checked too
 
 
 def test_every_shape_member_has_a_type_the_schema_knows() -> None:

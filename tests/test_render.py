@@ -1,4 +1,4 @@
-"""The recall renderer (SPEC 11.3), pure: snapshots with the nonce masked, bounds, escaping, nonces."""
+"""The recall renderer (docs/hooks.md), pure: snapshots with the nonce masked, bounds, escaping, nonces."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ def test_controls_separators_bidi_and_tags_are_escaped() -> None:
         assert escape in line, escape
 
 
-# One character of each category SPEC 11.3 escapes, BMP and astral where the category has both.
+# One character of each category docs/hooks.md escapes, BMP and astral where the category has both.
 ESCAPED = [
     ("Cc", "\x07"), ("Cc", "\x85"), ("Cf", "\u202e"), ("Cf", "\u2066"), ("Cf", "\u200b"), ("Cf", "\U000e0041"),
     ("Zl", "\u2028"), ("Zp", "\u2029"), ("Co", "\ue000"), ("Co", "\U000f0000"), ("Cs", "\udc00"),

@@ -1,4 +1,4 @@
-"""memory.search (SPEC 9.1): query text is never FTS5 syntax, the stopword rule, ranking and hit shapes."""
+"""memory.search (docs/search.md): query text is never FTS5 syntax, the stopword rule, ranking and hit shapes."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def seeded(client: DaemonClient) -> DaemonClient:
     return client
 
 
-# The stopword rule of SPEC 9.1.
+# The stopword rule of docs/search.md.
 
 
 def test_query_of_only_stopwords_searches_with_them(client: DaemonClient) -> None:
@@ -347,7 +347,7 @@ def test_vector_mode_with_embeddings_off_is_unsupported(home: Home) -> None:
 
 
 def test_rrf_reproduces_the_spec_fixture() -> None:
-    """SPEC 9.1: FTS list [m2, m1] and vector list [m3, m2] fuse to m2, m3, m1 with these scores."""
+    """docs/search.md: FTS list [m2, m1] and vector list [m3, m2] fuse to m2, m3, m1 with these scores."""
     from hivemem.search.fuse import rrf
 
     fused = rrf({"fts_rank": [2, 1], "vector_rank": [3, 2]})

@@ -1,5 +1,5 @@
-"""Text in every language (SPEC 9.1): CJK runs as bigrams, accents ignored, tokens split at inner punctuation,
-and recall's relevance floor for them (SPEC 11.3), through the real daemon and CLI."""
+"""Text in every language (docs/search.md): CJK runs as bigrams, accents ignored, tokens split at inner punctuation,
+and recall's relevance floor for them (docs/hooks.md), through the real daemon and CLI."""
 
 from __future__ import annotations
 

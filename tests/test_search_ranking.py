@@ -1,4 +1,4 @@
-"""Search ranks exactly as SPEC 9.1 on every path (D62): the same ids, order and snippets as one plain FTS5 table.
+"""Search ranks exactly as docs/search.md on every path (D62): the same ids, order and snippets as one plain FTS5 table.
 
 The reference is what version 1 did: one FTS5 table over every memory with the same tokenizer, ranked by
 `bm25(t, 5.0, 1.0, 3.0)` then highest rowid, the space filter applied after MATCH, snippets from that table.

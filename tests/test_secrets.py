@@ -1,4 +1,4 @@
-"""The secret detector itself (SPEC 13): what it refuses, what it lets through, where it looks, and its engine.
+"""The secret detector itself (docs/security.md): what it refuses, what it lets through, where it looks, and its engine.
 
 Every secret-shaped value is generated at run time (secret_corpus.py); the repository itself scans clean (K8).
 """
@@ -18,18 +18,26 @@ import pytest
 
 import hivemem
 from hivemem import secrets
-from secret_corpus import HASHLIKE, PLACEMENTS, SHAPES, Gen, benign, placed, research_samples, shapes
+from secret_corpus import (
+    BENIGN_SETTINGS,
+    HASHLIKE,
+    PLACEMENTS,
+    SHAPES,
+    Gen,
+    benign,
+    benign_config,
+    placed,
+    research_samples,
+    shapes,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # detect-secrets 1.5's plugins that hivemem runs (every one but the entropy pair, the keyword plugin, which
-# runs in config mode beside these, and public IPv4 addresses). A new version that adds, drops or renames
-# one fails here, so the pin is raised on purpose.
+# runs in config mode beside these, public IPv4 addresses, and the formats gitleaks' rules cover). A new version
+# that adds, drops or renames one fails here, so the pin is raised on purpose.
 PLUGINS = [
-    "AWSKeyDetector", "ArtifactoryDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "CloudantDetector",
-    "DiscordBotTokenDetector", "GitHubTokenDetector", "GitLabTokenDetector", "IbmCloudIamDetector",
-    "IbmCosHmacDetector", "JwtTokenDetector", "MailchimpDetector", "NpmDetector", "OpenAIDetector",
-    "PrivateKeyDetector", "PypiTokenDetector", "SendGridDetector", "SlackDetector", "SoftlayerDetector",
-    "SquareOAuthDetector", "StripeDetector", "TelegramBotTokenDetector", "TwilioKeyDetector",
+    "AzureStorageKeyDetector", "DiscordBotTokenDetector", "IbmCloudIamDetector", "MailchimpDetector",
+    "SoftlayerDetector", "SquareOAuthDetector", "TelegramBotTokenDetector", "TwilioKeyDetector",
 ]  # fmt: skip
 
 
@@ -52,10 +60,10 @@ def test_k2_every_format_in_every_placement_is_refused() -> None:
 
 def test_k2_kinds_name_the_detector_type() -> None:
     kinds = {name: secrets.find(text) for name, text in shapes(seed=3)}
-    assert kinds["aws-access-key-id"] == "aws-access-key"
-    assert kinds["github-classic-pat"] == "github-token"
+    assert kinds["aws-access-key-id"] == "aws-access-token"
+    assert kinds["github-classic-pat"] == "github-pat"
     assert kinds["rsa-private-key"] == "private-key"
-    assert kinds["jwt"] == "json-web-token"
+    assert kinds["jwt"] == "jwt"
     assert kinds["password-assignment"] == "secret-keyword"
     assert kinds["anthropic"] == "anthropic-api-key"
     assert kinds["hivemem-owner-key"] == "hivemem-token"
@@ -71,6 +79,18 @@ def test_k3_ordinary_text_about_keys_hashes_and_ids_passes() -> None:
     assert {c for c, _ in corpus} >= {"prose", "identifier", "url", "git-sha", "sha256", "uuid", "ulid"}
 
 
+def test_config_prose_about_secrets_passes() -> None:
+    """The settings the keyword plugin used to refuse (a length, a timeout, a rotation period, a backend's name)
+    and 300+ lines of config, comments, docs, ids and hashes: at most 1% refused, and none of the five lines."""
+    assert [line for line in BENIGN_SETTINGS if secrets.find(line) is not None] == []
+    corpus = benign_config()
+    refused = [line for line in corpus if secrets.find(line) is not None]
+    assert len(corpus) >= 300 and len(refused) <= len(corpus) // 100, refused
+    # the same names with a credential-like value are still refused
+    for name in ("password_min_length", "secret_backend", "PASSWORD_RESET_TIMEOUT"):
+        assert secrets.find(f"{name} = {Gen(31).password()}") == "secret-keyword"
+
+
 def _lines(n: int, secret_at: int, secret: str) -> str:
     return "\n".join(secret if i == secret_at else f"line {i}: ordinary notes about the deploy" for i in range(n))
 
@@ -79,10 +99,10 @@ def test_k4_position_does_not_hide_a_secret() -> None:
     g = Gen(4)
     key = SHAPES["aws-access-key-id"](g)
     found = secrets.scan(_lines(50, 2, f"the CI user has {key}"))
-    assert found == secrets.Finding("aws-access-key", 3)
+    assert found == secrets.Finding("aws-access-token", 3)
     filler = ("ordinary words about nothing in particular " * 1600)[:60_000]
     text = filler + SHAPES["github-classic-pat"](g) + " " + "x" * (65_536 - 60_000 - 41)
-    assert len(text.encode()) == 65_536 and secrets.find(text) == "github-token"
+    assert len(text.encode()) == 65_536 and secrets.find(text) == "github-pat"
     pem = SHAPES["rsa-private-key"](g)
     assert pem.count("\n") >= 5 and secrets.scan("notes\n\n" + pem) == secrets.Finding("private-key", 3)
 
@@ -126,7 +146,8 @@ def _tracked_files() -> list[str]:
 def test_k8_the_repository_holds_no_secret_shaped_text() -> None:
     files = [*_tracked_files(), "tests/secret_corpus.py", "tests/test_secrets.py", "src/hivemem/secret_rules.toml"]
     found = {}
-    for rel in dict.fromkeys(files):
+    # gitleaks' rules as its configuration spells them: a pattern holds literal fragments of key formats
+    for rel in dict.fromkeys(f for f in files if f != "src/hivemem/gitleaks_rules.json"):
         try:
             with open(os.path.join(REPO, rel), encoding="utf-8") as f:
                 text = f.read()
@@ -188,9 +209,9 @@ def test_find_in_points_at_the_string_that_holds_a_secret() -> None:
     """The hook for writes that bring a document instead of params (store.import's `data.at`)."""
     token = SHAPES["github-classic-pat"](Gen(30))
     doc = {"format": "hivemem.export", "memories": [{"content": "fine"}, {"tags": ["a"], "a/b~c": {"x": token}}]}
-    assert secrets.find_in(doc) == ("/memories/1/a~1b~0c/x", "github-token")
+    assert secrets.find_in(doc) == ("/memories/1/a~1b~0c/x", "github-pat")
     assert secrets.find_in({"memories": [{"content": "fine", "n": 3, "ok": True, "none": None}]}) is None
-    assert secrets.find_in(token) == ("", "github-token")
+    assert secrets.find_in(token) == ("", "github-pat")
 
 
 def test_every_trigger_literal_comes_from_the_plugins_patterns() -> None:
@@ -233,9 +254,7 @@ def test_every_value_shape_opens_a_capture_group_of_each_of_its_plugins_patterns
     [
         ("ibm_cloud_iam_key = " + "Ab3_" * 11, "ibm-cloud-iam-key"),
         ("IBM_CLOUD_IAM_KEY: " + "AB3-" * 11, "ibm-cloud-iam-key"),
-        ("cloudant_password = " + "abcdef0123456789" * 4, "cloudant-credentials"),
         ("softlayer_api_key = " + "a1" * 32, "softlayer-credentials"),
-        ("ibm_cos_hmac_secret_access_key = " + "0a" * 24, "ibm-cos-hmac-credentials"),
     ],
 )
 def test_a_value_of_the_shape_is_still_found_in_any_case(text: str, kind: str) -> None:
@@ -275,3 +294,25 @@ def test_each_keyword_pattern_needs_one_operator_and_skipping_the_others_changes
         line = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
         full = list(plugin.analyze_string(line, denylist_regex_to_group=engine.keyword_groups))
         assert list(engine._values(engine.keyword, line)) == full, line
+
+
+def test_needles_find_what_a_substring_search_finds_with_few_literals_or_many() -> None:
+    """Needles finds a handful of literals by a substring search each, and more with an Aho-Corasick automaton;
+    both must report exactly the literals a text holds, as the engine's own two sets do."""
+    import random
+
+    rng = random.Random(20261205)
+    engine = secrets._engine()
+    alphabet = "abcAC.:/_-kKsSey \n"
+    pool = sorted({*engine.lowercase, *engine.cased})
+    for n in range(600):
+        words = tuple(rng.sample(pool, rng.choice((1, 3, secrets.AUTOMATON_WORDS - 1, secrets.AUTOMATON_WORDS, 40))))
+        words += tuple(w for w in secrets.COMMON if n % 2 and w not in words)
+        parts = [rng.choice((*words, *alphabet)) for _ in range(rng.randint(0, 30))]
+        text = "".join(parts)
+        assert secrets.Needles(words).present(text) == {w for w in words if w in text}, (words, text)
+    for needles, lowered in ((engine.lowercase_needles, True), (engine.cased_needles, False)):
+        for _ in range(200):
+            text = "".join(rng.choice((*needles.words, *alphabet)) for _ in range(rng.randint(0, 30)))
+            text = text.lower() if lowered else text
+            assert needles.present(text) == {w for w in needles.words if w in text}, text

@@ -1,5 +1,5 @@
-"""Secrets never enter the store (SPEC 13, C15): refused on the CLI, the socket and MCP, never echoed or
-logged, found by `doctor` and dropped by recall when an older row holds one.
+"""Secrets never enter the store (docs/security.md; conformance C15): refused on the CLI, the socket and MCP, never
+echoed or logged, found by `doctor` and dropped by recall when an older row holds one.
 
 Every secret-shaped value is generated at run time by secret_corpus.py.
 """
@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,7 +25,8 @@ from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store import open_store
 from hivemem.store.sqlite import memories
-from secret_corpus import PLACEMENTS, SHAPES, Gen, benign, placed, shapes
+from secret_corpus import ATTACKER, PLACEMENTS, SHAPES, Gen, benign, placed, shapes
+from test_docs_run import sh_blocks
 
 CODE = "invalid_params.secret_content"
 
@@ -108,8 +111,8 @@ def test_k2_mcp_refuses_every_placement(home: Home) -> None:
         async with mcp_session(home) as s:
             for shape, where, text in cases:
                 result = await s.call_tool("memory_add", {"space": "user", "content": text})
-                wire = result.structured_content or {}
-                shown = json.dumps(wire) + "".join(getattr(c, "text", "") for c in result.content)
+                shown = "".join(getattr(c, "text", "") for c in result.content)
+                wire = json.loads(shown) if result.is_error else {}
                 if not result.is_error or wire.get("code") != CODE or any(v in shown for v in values(text)):
                     bad.append((shape, where, wire.get("code")))
 
@@ -124,7 +127,7 @@ def test_k4_position_does_not_hide_a_secret(owner: DaemonClient) -> None:
     fifty = "\n".join(f"the CI user has {key}" if i == 2 else f"line {i} of the runbook" for i in range(50))
     error = refuse(owner, fifty)
     assert_refused(error, fifty)
-    assert error.data["kind"] == "aws-access-key" and "line 3" in error.message
+    assert error.data["kind"] == "aws-access-token" and "line 3" in error.message
     filler = ("ordinary words about nothing in particular " * 1600)[:60_000]
     big = filler + SHAPES["stripe-live"](g) + " " + "y" * (65_536 - 60_000 - 33)
     assert len(big.encode()) == 65_536
@@ -214,7 +217,66 @@ def test_doctor_lists_stored_secrets_by_id_and_kind(home: Home, stored_secret: t
     assert clean["status"] == "ok" and clean["message"] == "no live memory holds a secret"
 
 
-def test_doctor_skips_the_scan_while_the_daemon_runs(home: Home) -> None:
+def test_doctor_scans_through_the_running_daemon(home: Home) -> None:
+    """While a daemon runs, doctor asks it to scan instead of skipping (docs/decisions.md D303)."""
     home.ok("memory", "add", "--space", "user", "--content", "a daemon is running")
     checks = {c["id"]: c for c in home.cli("doctor", "--json", token=None).json["checks"]}
-    assert checks["secrets.stored"]["status"] == "ok" and "skipped" in checks["secrets.stored"]["message"]
+    found = checks["secrets.stored"]
+    assert found["status"] == "ok" and "skipped" not in found["message"]
+    assert "1 this token reads" in found["message"] and "checked by the running daemon" in found["message"]
+
+
+def test_the_attackers_shapes_are_refused_in_every_field(home: Home, owner: DaemonClient) -> None:
+    """The shapes an attacker stored (Hugging Face, DigitalOcean, Shopify, Vault, Databricks, Grafana, Google OAuth,
+    Azure AD, .netrc, Docker auths, age), each tried in every field a caller writes; none is stored or echoed."""
+    made = dict(shapes(seed=27, names=ATTACKER))
+    short = [v for v in made.values() if len(v.encode()) <= 64]  # session.start's harness holds at most 64 bytes
+    target = owner.call("memory.add", space="user", content="a memory to relate and challenge")
+    other = owner.call("memory.add", space="user", content="another memory to relate")
+    member = ("host", "surface", "path", "thread_id", "action", "reason")
+    missed: list[tuple[str, str]] = []
+    for i, (name, value) in enumerate(made.items()):
+        attempts: list[tuple[str, str, dict[str, Any]]] = [
+            ("memory.add", "content", {"space": "user", "content": value}),
+            ("memory.add", "title", {"space": "user", "content": "fine", "title": value}),
+            ("memory.add", "tags", {"space": "user", "content": "fine", "tags": [value]}),
+            ("memory.add", "source", {"space": "user", "content": "fine", "source": value[:128]}),
+            ("memory.add", "provenance", {"space": "user", "content": "fine",
+                                          "provenance": {"kind": "tool", member[i % len(member)]: value}}),
+            ("memory.add", "space", {"space": value, "content": "fine"}),
+            ("memory.capture", "content", {"space": "user", "content": value}),
+            ("session.start", "harness", {"harness": short[i % len(short)]}),
+            ("session.start", "harness_session", {"harness": "codex", "harness_session": value}),
+            ("session.start", "cwd", {"harness": "codex", "cwd": "/home/ada/" + value}),
+            ("memory.relate", "reason", {"source": other["id"], "target": target["id"], "relation": "related",
+                                         "reason": value}),
+            ("memory.challenge", "reason", {"id": target["id"], "revision": 1, "outcome": "still_valid",
+                                            "reason": value}),
+        ]  # fmt: skip
+        for verb, param, params in attempts:
+            try:
+                owner.call(verb, **params)
+            except HivememError as error:
+                if error.code == CODE and error.data.get("param") == param:
+                    assert not [v for v in values(value) if v in error.message + json.dumps(error.data)]
+                    continue
+            missed.append((name, f"{verb} {param}"))
+    assert missed == []
+    assert owner.call("store.status")["memories"] == 2
+
+
+def test_the_purge_lines_of_docs_security_md_erase_each_stored_secret(
+    home: Home, stored_secret: tuple[str, str]
+) -> None:
+    """docs/security.md's lines that purge what `hivemem hygiene` lists as a secret, run as printed on a store
+    holding one (a fresh home, as tests/test_docs_examples.py runs them in, holds none)."""
+    memory = stored_secret[0]
+    block = next(b for b in sh_blocks("docs/security.md") if "hygiene --json" in b)
+    env = {**home.env, "PATH": os.path.dirname(sys.executable) + os.pathsep + home.env["PATH"]}
+    run = subprocess.run(["bash", "-c", "set -o pipefail\n" + block], env=env, cwd=home.base, capture_output=True,
+                         timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr.decode()
+    gone = home.cli("memory", "get", "--id", memory)
+    assert gone.code != 0 and "not_found.memory" in gone.err
+    kept = home.ok("memory", "list", "--spaces", "user")
+    assert len(kept["memories"]) == 1 and kept["memories"][0]["id"] != memory, kept

@@ -1,4 +1,4 @@
-"""C08 sessions (SPEC 7, D24, D25): start, repeat, parent and relation, end, list, chain, purge, and
+"""C08 sessions (docs/verbs.md, D24, D25): start, repeat, parent and relation, end, list, chain, purge, and
 search along a chain; unreadable and purged ancestors give `truncated` and reveal nothing.
 
 The CLI is used where its exit codes and output are under test; bulk calls go through in-process

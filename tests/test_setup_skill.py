@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from conftest import Home, Result, mcp_session
+from conftest import Home, Result, mcp_session, node_client
 from hivemem.auth import KINDS
 from hivemem.manifest import TRUST_SENTENCE, VERBS
 
@@ -80,6 +80,23 @@ def test_setup_codex_prints_the_exact_snippets(home: Home) -> None:
     assert TRUST_SENTENCE in result.out  # the AGENTS.md paragraph
 
 
+def test_setup_codex_and_the_hooks_doc_name_the_feature_flag_codex_lists(home: Home) -> None:
+    """`hivemem setup codex` and docs/hooks.md name Codex's hooks feature flag as the real `codex features list`
+    does (`hooks`, not the older `codex_hooks`)."""
+    codex_home = os.path.join(home.base, "codex")
+    os.makedirs(codex_home)
+    env = {**home.env, "HOME": codex_home, "CODEX_HOME": codex_home}
+    listed = subprocess.run([node_client("codex"), "features", "list"], capture_output=True, text=True, env=env,
+                            timeout=60, check=True).stdout  # fmt: skip
+    features = {line.split()[0]: line.split()[1:] for line in listed.splitlines() if line.strip()}
+    flag = re.compile(r"\[features\] (\w+) = true")
+    (said,) = flag.findall(run(home, "setup", "codex").out)
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "hooks.md"), encoding="utf-8") as f:
+        (documented,) = flag.findall(f.read())
+    assert said == documented == "hooks"
+    assert features[said][0] == "stable", features.get(said)
+
+
 def test_setup_opencode_prints_the_mcp_entry_and_an_agents_paragraph(home: Home) -> None:
     result = run(home, "setup", "opencode")
     assert result.code == 0, result
@@ -113,11 +130,12 @@ def test_registered_command_connects_without_hivemem_on_path(home: Home) -> None
             async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
                 await s.initialize()
                 tools = {t.name for t in (await s.list_tools()).tools}
-                return tools, await s.call_tool("whoami", {})
+                return tools, await s.call_tool("memory_add", {"space": "user", "content": "from a harness"})
 
-    tools, whoami = anyio.run(session)
+    tools, added = anyio.run(session)
     assert "memory_search" in tools
-    assert not whoami.is_error and whoami.structured_content["principal"] == "owner"
+    assert not added.is_error and added.structured_content["id"] == "m1"
+    assert home.ok("memory", "get", "--id", "m1")["author"]["principal"] == "owner"
 
 
 def test_setup_edits_nothing_and_starts_no_daemon(home: Home) -> None:

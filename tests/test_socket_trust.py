@@ -1,4 +1,5 @@
-"""The socket is trusted only after it is verified (SPEC 5.2, 6.1): its directory, and the peer's uid."""
+"""The socket is trusted only after it is verified (docs/schema.md, docs/protocol.md): its directory, and the peer's
+uid."""
 
 from __future__ import annotations
 

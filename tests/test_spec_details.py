@@ -23,7 +23,7 @@ def error(home: Home, *args: str, token: str | None = "@owner", cwd: str | None 
 
 
 def test_not_found_matches_the_wire_transcript(home: Home) -> None:
-    """SPEC 6.2: {"code":"not_found.memory","message":"m999 not found","data":{}}."""
+    """docs/protocol.md: {"code":"not_found.memory","message":"m999 not found","data":{}}."""
     home.ok("memory", "add", "--space", "user", "--content", "x")
     code, err = error(home, "memory", "get", "--id", "m999")
     assert (code, err) == (3, {"code": "not_found.memory", "message": "m999 not found", "data": {}})
@@ -140,7 +140,7 @@ def test_restoring_a_deleted_draft_keeps_it_a_draft(home: Home) -> None:
 
 
 def test_the_hash_chain_verifies_from_the_rows_alone(home: Home) -> None:
-    """SPEC 8.5, recomputed here from the formula and the stored columns, not with hivemem's code."""
+    """docs/governance.md, recomputed here from the formula and the stored columns, not with hivemem's code."""
     home.ok("memory", "add", "--space", "user", "--content", "one")
     home.ok("memory", "update", "--id", "m1", "--revision", "1", "--content", "two")
     home.ok("session", "start", "--harness", "codex")
@@ -173,7 +173,7 @@ def test_config_set_works_on_a_fresh_home(home: Home) -> None:
 
 
 def test_tombstones_are_removed_at_daemon_start_after_tombstone_days(home: Home) -> None:
-    """SPEC 2.5: tombstones and their versions are removed after memory.tombstone_days, at daemon start."""
+    """docs/memories.md: tombstones and their versions are removed after memory.tombstone_days, at daemon start."""
     home.ok("memory", "add", "--space", "user", "--content", "kept")
     home.ok("memory", "add", "--space", "user", "--content", "tombstoned")
     home.ok("memory", "delete", "--id", "m2", "--revision", "1")

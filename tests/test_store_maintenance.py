@@ -1,4 +1,5 @@
-"""store check, repair-fts and backup (SPEC 12.2, C14, C16) and purge of backups and exports (SPEC 2.5).
+"""store check, repair-fts and backup (docs/operations.md; conformance C14, C16) and purge of backups and exports
+(docs/memories.md).
 
 Each corruption is made behind the daemon's back on the real store file while no daemon runs, as a careless
 tool would; then the CLI starts a daemon and reports it.
@@ -15,9 +16,9 @@ import pytest
 
 from conftest import Home, fails
 from hivemem.store.sqlite import fts_index
-from hivemem.store.sqlite.db import connect
+from hivemem.store.sqlite.db import Connection, connect
 
-Edit = Callable[[apsw.Connection], object]
+Edit = Callable[[Connection], object]
 
 
 def filled(home: Home, n: int = 6) -> list[str]:
@@ -274,3 +275,13 @@ def test_the_online_check_never_waits_for_the_write_lock(home: Home) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     assert check(home)["counts"] == {"events.chain": 1}
+
+
+def test_the_online_check_of_a_reader_that_saw_an_older_index_finds_nothing(home: Home) -> None:
+    """A reader's FTS5 keeps the index structure it last read; after the writer's commits, the online check must
+    read the index as it is now, not report the blobs merged away since as corruption (docs/decisions.md D234)."""
+    for round_ in range(4):
+        for n in range(12):
+            home.ok("memory", "add", "--space", "user", "--content", f"heron seen on the lake, round {round_} no {n}")
+        online = home.ok("store", "check", "--online")
+        assert online["ok"] and online["findings"] == [], online

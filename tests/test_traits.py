@@ -58,6 +58,11 @@ FINDING_ACTIONS = frozenset({
     ("web/hygiene.py", "memory.relate"), ("web/hygiene.py", "memory.unrelate"), ("web/hygiene.py", "memory.archive"),
     ("web/hygiene.py", "memory.challenge"),
     ("web/health.py", "memory.hygiene"),
+    ("web/hygiene.py", "memory.purge"),
+    ("web/app.py", "memory.relate"), ("web/app.py", "memory.unrelate"), ("web/app.py", "memory.archive"),
+    ("web/app.py", "memory.challenge"),
+    # the grouped `hivemem --help` names commands as typed, and the command `whoami` is also the verb's name
+    ("cli/main.py", "whoami"),
 })  # fmt: skip
 
 

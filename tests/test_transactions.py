@@ -1,4 +1,4 @@
-"""One transaction per verb (SPEC 5.5): store functions nest as savepoints inside the verb's transaction, a
+"""One transaction per verb (docs/architecture.md): store functions nest as savepoints inside the verb's transaction, a
 verb commits once, and a verb that fails halfway leaves nothing behind, on real store files and a real daemon."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The vector list's index (search/vector.py, docs/decisions.md D220) on a real SQLite store, in-process.
 
 The index keeps each vector as int8 codes with a per-row scale and error bound and rescores its candidates from
-the stored float32 blobs. Whatever the quantization, the list must be the one SPEC 9.1 step 3 defines: the
+the stored float32 blobs. Whatever the quantization, the list must be the vector list docs/search.md defines: the
 float32 product of the query with every stored vector the filter admits, at or above the floor, by similarity
 then highest id, the first 100. The reference here computes exactly that, in float64, from SQLite directly.
 Filters (spaces, grants on spaces and on single memories, kinds, status, deleted memories) apply before top-k,

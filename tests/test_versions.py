@@ -1,4 +1,4 @@
-"""Kept versions (SPEC 2.5): every kept revision reads back with the text it had, newest first, at most
+"""Kept versions (docs/memories.md): every kept revision reads back with the text it had, newest first, at most
 memory.max_versions of them, whatever mix of updates, deletes and restores made them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The JSON-lines wire (SPEC 6.2) on a raw Unix socket: hello, framing, garbage, pipelining and tokens."""
+"""The JSON-lines wire (docs/protocol.md) on a raw Unix socket: hello, framing, garbage, pipelining and tokens."""
 
 from __future__ import annotations
 
@@ -175,7 +175,7 @@ def test_the_documented_not_found_exchange_is_what_the_daemon_says(home: Home, c
     raw.hello(owner_key(home))
     raw.send(request.encode() + b"\n")
     assert raw.reply() == documented
-    assert documented["error"]["data"] == {}, "ids reveal nothing: not_found carries no data (SPEC 6.2)"
+    assert documented["error"]["data"] == {}, "ids reveal nothing: not_found carries no data (docs/protocol.md)"
 
 
 # garbage
@@ -374,7 +374,7 @@ def test_half_frames_on_many_connections_write_nothing(home: Home, connect: Any)
     assert home.cli("ping").code == 0
 
 
-# nesting depth (SPEC 10)
+# nesting depth (docs/protocol.md)
 
 
 def deep(levels: int, *, objects: bool = False) -> bytes:

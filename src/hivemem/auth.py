@@ -1,4 +1,4 @@
-"""The authorization model (SPEC 4): principals, grant selectors and what a principal may read or write.
+"""The authorization model (docs/security.md): principals, grant selectors and what a principal may read or write.
 
 Pure: no I/O, no SQL, no clock. The store looks principals up and the daemon authenticates them; this module
 only answers "may this principal do that?", so every backend and every adapter asks the same question the
@@ -170,7 +170,7 @@ def can_session(principal: Principal, right: str, session: int, reporter: str) -
 
 
 def can_see_event(principal: Principal, event: dict[str, object], can_read_session: Callable[[int, str], bool]) -> bool:
-    """Per-event rule (SPEC 8.5): client events for the owner; others by their space, memory or session."""
+    """Per-event rule (docs/governance.md): client events for the owner; others by their space, memory or session."""
     if str(event["type"]).startswith("client."):
         return principal.is_owner
     if event["space"] is not None:

@@ -10,12 +10,12 @@ import time
 
 from hivemem import __version__, paths, peer
 from hivemem.config import Config, load
-from hivemem.errors import Failed, HivememError, Unavailable, from_wire
+from hivemem.errors import Failed, HivememError, InvalidParams, Unavailable, from_wire
 from hivemem.protocol import MAX_FRAME, encode
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
     Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -61,7 +61,7 @@ class DaemonClient:
     def _credential(self) -> str:
         if self.token != "@owner":
             return self.token
-        try:  # O_NOFOLLOW: a symlinked key is refused here as in the daemon (SPEC 5.2)
+        try:  # O_NOFOLLOW: a symlinked key is refused here as in the daemon (docs/schema.md)
             fd = os.open(self.paths.owner_key, os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, encoding="ascii") as f:
                 return f.read().strip()
@@ -69,7 +69,7 @@ class DaemonClient:
             raise Failed("owner_key", f"cannot read the owner key {self.paths.owner_key}: {exc.strerror}",
                          fix="run as the user who owns the store") from None  # fmt: skip
 
-    def call(self, verb: str, **params: Any) -> dict[str, Any]:
+    def call(self, verb: str, **params: object) -> dict[str, Any]:
         """Send one request and return its `ok` object, or raise its error."""
         self.connect()
         return self.request(verb, params)
@@ -83,16 +83,16 @@ class DaemonClient:
             raise Unavailable("timeout", "no answer from the daemon within the time budget")
         return min(left, wanted) if wanted is not None else left
 
-    def request(self, verb: str, params: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+    def request(self, verb: str, params: Mapping[str, object], progress: Progress | None = None) -> dict[str, Any]:
         """One request and its `ok` object, or its error raised. With `progress`, the request asks the daemon
         for progress frames (D114), and each one's (stage, done, total) is passed to it until the reply comes."""
         if self.deadline is not None and self._sock is not None:
             self._sock.settimeout(self._left())
         self._next_id += 1
-        request: dict[str, Any] = {"id": self._next_id, "verb": verb, "params": params}
+        request: dict[str, object] = {"id": self._next_id, "verb": verb, "params": params}
         if progress is not None:
             request["progress"] = True
-        self.send(request)
+        self._send_line(frame(request))
         message = self.receive()
         while "progress" in message and not {"ok", "error"} & message.keys():
             if progress is not None:
@@ -104,12 +104,16 @@ class DaemonClient:
         result: dict[str, Any] = message["ok"]
         return result
 
-    def stream(self, verb: str, params: dict[str, Any], key: str) -> Iterator[dict[str, Any]]:
+    def stream(self, verb: str, params: Mapping[str, object], key: str,
+               started: Callable[[dict[str, Any]], None] | None = None) -> Iterator[dict[str, Any]]:  # fmt: skip
         """Send a request of a verb with the `stream` trait (`key` is the trait: `event` for events.follow) and
         yield each `{key: object}` that follows; an `{"error": ...}` line raises it. The daemon closes the
-        connection when a stream ends, which `receive` reports as `unavailable.daemon_gone`."""
+        connection when a stream ends, which `receive` reports as `unavailable.daemon_gone`. `started` gets the
+        daemon's answer once the stream is open, before the first item."""
         self.connect()
-        self.request(verb, params)
+        accepted = self.request(verb, params)
+        if started is not None:
+            started(accepted)
         while True:
             message = self.receive()
             if key in message:
@@ -117,10 +121,13 @@ class DaemonClient:
             elif "error" in message:
                 raise from_wire(message["error"])
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, object]) -> None:
+        self._send_line(encode(message))
+
+    def _send_line(self, line: bytes) -> None:
         assert self._sock is not None
         try:
-            self._sock.sendall(encode(message))
+            self._sock.sendall(line)
         except OSError as exc:
             raise Unavailable("daemon_gone", f"lost the daemon: {exc.strerror}") from None
 
@@ -157,6 +164,16 @@ class DaemonClient:
             self._sock = None
 
 
+def frame(request: Mapping[str, object]) -> bytes:
+    """The request's line, refused here as invalid_params.frame when it is over a frame (docs/protocol.md): the
+    daemon would close the connection on it, which a caller would see as a lost daemon. The one check for the
+    CLI and the MCP adapter, which both send through `DaemonClient.request`."""
+    line = encode(request)
+    if len(line) > MAX_FRAME + 1:  # the newline ends the frame and is not counted in it
+        raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
+    return line
+
+
 def not_running() -> Unavailable:
     return Unavailable("not_running", "the hivemem daemon is not running", fix="hivemem serve")
 
@@ -171,7 +188,7 @@ def try_connect(path: str) -> socket.socket | None:
     except OSError:
         sock.close()
         return None
-    try:  # before a byte, let alone a token, is sent (SPEC 5.2)
+    try:  # before a byte, let alone a token, is sent (docs/schema.md)
         peer.check(sock, path)
     except HivememError:
         sock.close()
@@ -270,7 +287,7 @@ class LocalClient:
         self.store = open_store(store_path)
         self.principal = owner()
 
-    def call(self, verb: str, **params: Any) -> dict[str, Any]:
+    def call(self, verb: str, **params: object) -> dict[str, Any]:
         from hivemem import ops
 
         return ops.dispatch(self.store, self.principal, verb, params)

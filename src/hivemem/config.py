@@ -1,8 +1,9 @@
-"""Settings declared as data (SPEC 12.4), loaded from TOML and validated key by key."""
+"""Settings declared as data (docs/operations.md), loaded from TOML and validated key by key."""
 
 from __future__ import annotations
 
 import os
+import re
 
 from hivemem.auth import KINDS, SPACE_RE, valid_selector
 from hivemem.errors import InvalidParams
@@ -25,7 +26,12 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("store.path", "", "Absolute path of the store file; empty means the XDG default."),
-    Setting("store.url", "", "postgresql:// URL of a team store (libpq); empty means the SQLite file at store.path."),
+    Setting(
+        "store.url",
+        "",
+        "A team store's libpq connection string, a postgresql:// URL or key=value pairs; empty "
+        "means the SQLite file at store.path.",
+    ),
     Setting(
         "daemon.startup", "on-demand", "Start the daemon on demand or only by hand.", choices=("on-demand", "explicit")
     ),
@@ -34,6 +40,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.max_content_bytes", 65536, "Largest content of one memory, in UTF-8 bytes.", 1, 262144),
     Setting("memory.max_versions", 20, "Versions kept per memory.", 1, 1000),
     Setting("memory.tombstone_days", 30, "Days a soft-deleted memory is kept before removal.", 0, 36500),
+    Setting("import.max_bytes", 256 << 20, "Largest file the daemon reads for store import, in bytes.", 1, 1 << 40),
     Setting("backups.keep", 5, "Automatic repair backups kept in backups/ (the newest ones).", 1, 1000),
     Setting("governance.review_days", {"decision": 180, "task": 7}, "Default review period per kind, in days."),
     Setting("recall.prompt_limit", 8, "Records a prompt-submit recall renders.", 1, 100),
@@ -44,6 +51,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("recall.max_record_chars", 1000, "Longest rendered record.", 100, 100000),
     # At most 12 wire bytes per character (an escaped astral one), so the largest recall still fits a frame.
     Setting("recall.max_total_chars", 6000, "Longest rendered recall.", 200, 300000),
+    Setting(
+        "mcp.tools", "default", "Tools `hivemem mcp` offers: the default set of 10, or all.", choices=("default", "all")
+    ),
     Setting("search.min_similarity", 0.0, "Floor for the vector list.", -1.0, 1.0),
     Setting("search.vector_weight", 1.0, "Weight of the vector list in rank fusion.", 0.0, 4.0),
     Setting("grants.unknown", [{"right": "read", "scope": "*"}], "Grants of a connection with no token."),
@@ -88,7 +98,7 @@ def _fresh(value: Any) -> Any:
 
 
 def config_path() -> str:
-    """`$XDG_CONFIG_HOME/hivemem/config.toml` (SPEC 5.2)."""
+    """`$XDG_CONFIG_HOME/hivemem/config.toml` (docs/schema.md)."""
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "hivemem", "config.toml")
 
@@ -200,7 +210,8 @@ def is_loopback(host: str) -> bool:
 
 
 def check_embeddings_url(url: str, key: str = "embeddings.base_url") -> str:
-    """An embeddings `base_url`: https, or http to a loopback host (SPEC 9.2), else invalid_params.embeddings_url."""
+    """An embeddings `base_url`: https, or http to a loopback host (docs/embeddings.md), else
+    invalid_params.embeddings_url."""
     from urllib.parse import urlsplit
 
     try:
@@ -228,14 +239,17 @@ def _check_base_url(key: str, value: Any) -> str:
 def _check_store_url(key: str, value: Any) -> str:
     if not isinstance(value, str):
         _bad(key, "must be a string")
-    if value and not value.startswith(("postgresql://", "postgres://")):
-        _bad(key, "must be empty or a postgresql:// URL")
+    if value and not (value.startswith(("postgresql://", "postgres://")) or _CONNINFO.match(value)):
+        _bad(key, "must be empty, a postgresql:// URL or libpq's key=value pairs (host=... dbname=...)")
     return str(value)
+
+
+_CONNINFO = re.compile(r"\s*[A-Za-z_]+\s*=")  # libpq's key=value form; libpq itself reads the rest (libpq.py)
 
 
 def libpq_environment() -> dict[str, str]:
     """The variables libpq reads (`PG*`): a team store's host, TLS mode, service and password file may come from
-    them, as they do for the daemon that this environment starts (SPEC 16)."""
+    them, as they do for the daemon that this environment starts (docs/team.md)."""
     return {k: v for k, v in os.environ.items() if k.startswith("PG")}
 
 
@@ -289,33 +303,29 @@ def set_value(path: str, key: str, text: str) -> Any:
     validate_document(doc)
     from hivemem import paths
 
+    data = dump(doc, key)
     paths.ensure_dir(os.path.dirname(path))
-    paths.write_private(path, dump(doc).encode("utf-8"))
+    paths.write_private(path, data)
     return value
 
 
-def dump(doc: dict[str, Any]) -> str:
-    """TOML for hivemem's own value types (strings, numbers, booleans, lists, inline tables)."""
-    parts = []
-    for section, table in doc.items():
-        parts.append(f"[{section}]")
-        parts += [f"{name} = {_toml(value)}" for name, value in table.items()]
-        parts.append("")
-    return "\n".join(parts)
+def dump(doc: dict[str, Any], key: str = "") -> bytes:
+    """The document as TOML (UTF-8), written by tomli-w and read back before it is used: bytes that would not
+    read back as the same document (a lone surrogate, say) are refused, so no written config breaks every
+    command after it (docs/decisions.md D244)."""
+    import tomllib
 
+    import tomli_w
 
-def _toml(value: Any) -> str:
-    import json
-
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    try:
+        data = tomli_w.dumps(doc).encode("utf-8")
+        same = tomllib.loads(data.decode("utf-8")) == doc
+    except (UnicodeError, TypeError, ValueError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidParams("config", f"config key {key}: the value cannot be written as TOML: {exc}",
+                            key=key) from None  # fmt: skip
+    if not same:
+        raise InvalidParams("config", f"config key {key}: the value does not read back as written", key=key)
+    return data
 
 
 def effective(config: Config) -> dict[str, Any]:

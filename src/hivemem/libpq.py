@@ -1,23 +1,68 @@
-"""How libpq would read a team store's `store.url` (SPEC 16): its hosts, TLS mode and whether it holds a
-password, parsed with the standard library and never by connecting, so `doctor` can judge it offline.
+"""How libpq would read a team store's `store.url` (docs/team.md): its hosts, TLS mode and whether it holds a
+password, judged offline so `doctor` never connects. libpq itself splits the string, through psycopg's
+`conninfo_to_dict` (a `postgresql://` URL or a `key=value` conninfo string, docs/decisions.md D345); psycopg is
+the team store's driver, in the `team` extra, imported only when a team store is configured.
 
-libpq's own order is followed: a setting in the URL (or its `?key=value` parameters, which override the
-URL's parts) wins, then the service file's, then the environment's (`PGHOST`, `PGSSLMODE`, …), then the
-compiled default (a Unix socket, and `sslmode=prefer`).
+libpq's own order is followed: a setting in the string (a URL's `?key=value` parameters override its parts)
+wins, then the service file's, then the environment's (`PGHOST`, `PGSSLMODE`, …, the variables libpq names for
+each setting), then libpq's compiled default (a Unix socket, and `sslmode=prefer`).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from urllib.parse import unquote
+from typing import Any
 
 from hivemem.config import is_loopback
+from hivemem.errors import Unsupported
 
 TLS_MODES = ("require", "verify-ca", "verify-full")  # the modes under which libpq never talks in the clear
 VERIFIED = "verify-full"  # the one that also checks the server's name against its certificate
-ENV = {"host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "sslmode": "PGSSLMODE",
-       "gssencmode": "PGGSSENCMODE", "service": "PGSERVICE"}  # fmt: skip
+LAYERED = ("host", "hostaddr", "port", "sslmode", "gssencmode", "service")  # what doctor's checks read
+TEAM_EXTRA = "pip install 'hivemem[team]'"
+
+
+def missing_driver(cause: ImportError) -> Unsupported:
+    """unsupported.store_driver: store.url names a team store and its driver, psycopg, is not installed."""
+    return Unsupported("store_driver", f"store.url names a PostgreSQL team store, whose driver is not installed "
+                       f"({cause.name or 'psycopg'}): {TEAM_EXTRA}", fix=TEAM_EXTRA)  # fmt: skip
+
+
+def conninfo(url: str) -> dict[str, str]:
+    """The settings `url` gives, split by libpq; ValueError when libpq cannot read it, unsupported.store_driver
+    when psycopg is not installed."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+        from psycopg.errors import ProgrammingError
+    except ImportError as exc:
+        raise missing_driver(exc) from exc
+    try:
+        return {key: str(value) for key, value in conninfo_to_dict(url).items()}
+    except ProgrammingError as exc:
+        raise ValueError(str(exc).strip()) from None
+
+
+def without_password(url: str) -> str:
+    """`url` as status and logs may show it: unchanged when it holds no password, else libpq's `key=value` form
+    of its other settings (psycopg's `make_conninfo`), whether the password was in a URL's user info, in its
+    `?password=` or a `password=` pair."""
+    from psycopg.conninfo import make_conninfo
+
+    settings = conninfo(url)
+    if "password" not in settings:
+        return url
+    del settings["password"]
+    return make_conninfo("", **settings)
+
+
+def _defaults() -> dict[str, tuple[str, str]]:
+    """For each setting doctor reads: the environment variable libpq takes it from, and its compiled default."""
+    from psycopg.pq import Conninfo
+
+    options: Any = Conninfo.get_defaults()
+    return {o.keyword.decode(): ((o.envvar or b"").decode(), (o.compiled or b"").decode()) for o in options
+            if o.keyword.decode() in LAYERED}  # fmt: skip
 
 
 @dataclass
@@ -29,7 +74,8 @@ class Target:
     sslmode_from: str = "the default"
     gssencmode: str = "prefer"
     password: str = ""  # where a password was found ("" when none); never the password itself
-    problem: str = ""  # why the URL cannot be read as libpq reads it
+    problem: str = ""  # why the string cannot be read as libpq reads it
+    driver: bool = True  # False: psycopg is not installed, so nothing was read (`problem` says what to install)
 
     @property
     def remote(self) -> list[str]:
@@ -41,81 +87,34 @@ class Target:
 
 
 def target(url: str, env: dict[str, str]) -> Target:
-    """The connection `url` describes, with libpq's environment `env` (PG* variables) filling in the gaps."""
+    """The connection `url` describes, with libpq's environment `env` (PG* variables) filling in the gaps;
+    unsupported.store_driver when psycopg is not installed."""
     found = Target()
     try:
-        settings, password = _parse_url(url)
+        given = conninfo(url)
     except ValueError as exc:
         found.problem = str(exc)
         return found
-    if password:
-        found.password = "store.url"
-    service = settings.get("service") or env.get("PGSERVICE", "")
+    found.password = "store.url" if given.pop("password", "") else ""
+    service = given.get("service") or env.get("PGSERVICE", "")
     from_service = _service(service, env) if service else {}
     if from_service.get("password") and not found.password:
         found.password = f"service {service}"
-    sources = {"store.url": settings, f"service {service}": from_service}
-    for key, var in ENV.items():
-        for source, values in sources.items():
-            if key in values:
-                settings.setdefault(key, values[key])
-                settings.setdefault(f"{key}_from", source)
-                break
-        else:
-            if env.get(var):
-                settings.setdefault(key, env[var])
-                settings.setdefault(f"{key}_from", var)
-    found.sslmode = settings.get("sslmode", "prefer")
-    found.sslmode_from = settings.get("sslmode_from", "the default")
-    found.gssencmode = settings.get("gssencmode", "prefer")
-    found.hosts = _hosts(settings.get("host", ""), settings.get("hostaddr", ""), settings.get("port", ""))
+    settings = _layered({"store.url": given, f"service {service}": from_service}, env)
+    found.sslmode, found.sslmode_from = settings["sslmode"]
+    found.gssencmode = settings["gssencmode"][0]
+    found.hosts = _hosts(settings["host"][0], settings["hostaddr"][0], settings["port"][0])
     return found
 
 
-def _parse_url(url: str) -> tuple[dict[str, str], bool]:
-    """`postgresql://[user[:password]@][host][:port][,…][/dbname][?key=value&…]` as libpq splits it."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("postgresql", "postgres"):
-        raise ValueError("not a postgresql:// URL")
-    settings: dict[str, str] = {}
-    rest, _, query = rest.partition("?")
-    at, slash = rest.find("@"), rest.find("/")
-    given = False
-    if at >= 0 and (slash < 0 or at < slash):  # libpq: user info is what precedes an '@' before any '/'
-        _, colon, secret = rest[:at].partition(":")
-        given, rest = bool(colon and secret), rest[at + 1 :]
-    netloc = rest.partition("/")[0]
-    if netloc:
-        hosts, ports = _netloc(netloc)
-        settings.update(host=",".join(hosts), port=",".join(ports))
-    for pair in filter(None, query.split("&")):
-        key, eq, value = pair.partition("=")
-        if not eq:
-            raise ValueError(f"parameter {unquote(key)!r} has no value")
-        key, value = unquote(key), unquote(value)
-        if key == "password":
-            given = bool(value) or given
-        elif (key, value) in (("requiressl", "1"), ("ssl", "true")):
-            settings["sslmode"] = "require"  # libpq's old and JDBC spellings of sslmode=require
-        else:
-            settings[key] = value
-    return settings, given
-
-
-def _netloc(netloc: str) -> tuple[list[str], list[str]]:
-    """Hosts and ports of `host[:port][,host[:port]…]`, where an IPv6 host is bracketed."""
-    hosts, ports = [], []
-    for part in netloc.split(","):
-        if part.startswith("["):
-            host, bracket, tail = part[1:].partition("]")
-            if not bracket or (tail and not tail.startswith(":")):
-                raise ValueError("an IPv6 host is not closed by ']'")
-            port = tail[1:]
-        else:
-            host, _, port = part.partition(":")
-        hosts.append(unquote(host))
-        ports.append(unquote(port))
-    return hosts, ports
+def _layered(sources: dict[str, dict[str, str]], env: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Each setting doctor reads as (value, where it came from): the first source that has it, else its
+    environment variable, else libpq's compiled default."""
+    settings = {}
+    for key, (var, compiled) in _defaults().items():
+        here = next(((values[key], source) for source, values in sources.items() if key in values), None)
+        settings[key] = here or ((env[var], var) if env.get(var) else (compiled, "the default"))
+    return settings
 
 
 def _hosts(hosts: str, hostaddrs: str, ports: str) -> list[tuple[str, bool]]:

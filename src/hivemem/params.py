@@ -1,10 +1,11 @@
-"""Param validation against the manifest (SPEC 10): unknown, missing, type, range, encoding, formats."""
+"""Param validation against the manifest (docs/verbs.md): unknown, missing, type, range, encoding, formats."""
 
 from __future__ import annotations
 
 import functools
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +16,18 @@ from hivemem.errors import InvalidParams
 from hivemem.manifest import Param, Verb
 from hivemem.protocol import check_depth
 
-TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+# A verb's params once `validate` passed them: every member the manifest declares for the verb, of its declared
+# wire type and within its bounds, defaults filled in. A member's type is the manifest's, so it is read as `Any`
+# here, once, rather than at every handler (docs/decisions.md D370).
+Params = dict[str, Any]
+
+TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")  # the ASCII tags: checked without the Unicode database
+CLIENT_NAME_RE = TAG_RE  # client names stay ASCII (docs/decisions.md D280)
+TAG_RULE = (
+    "each tag is 1 to 64 bytes of letters and digits of any script and `-`, starts with a letter or digit, "
+    "has letters in lower case where the script has case, and is in Unicode NFC"
+)
+TAG_BYTES = 64
 ID_RE = {
     "memory_id": re.compile(r"^m[1-9][0-9]{0,17}$"),
     "session_id": re.compile(r"^s[1-9][0-9]{0,17}$"),
@@ -27,12 +39,13 @@ CANONICAL_TIME = re.compile(r"[1-9]\d{3}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\Z
 EVENT_TYPE_RE = re.compile(r"^[a-z]+\.[a-z_]+$")
 RELATIONS = ("continue", "fork", "subagent")
 MAX_TAGS = 16
+MAX_AUTHORS = 32
 MAX_GRANTS = 64  # keeps a client's row, and so client.list and whoami, well inside a frame
 INT64 = 1 << 63
 PROVENANCE_BYTES = 2048
 PROVENANCE_KINDS = ("conversation", "file", "import", "cli", "mcp", "hook")
 SURFACES = ("cli", "mcp", "hook", "import", "web")
-TYPES: dict[str, Callable[[Any], bool]] = {
+TYPES: dict[str, Callable[[object], bool]] = {
     "string": lambda v: isinstance(v, str),
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
@@ -40,6 +53,21 @@ TYPES: dict[str, Callable[[Any], bool]] = {
     "array": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
 }
+
+
+def valid_tag(tag: str) -> bool:
+    """A tag of any script (docs/decisions.md D280): letters (categories L*, not upper or title case, with the
+    combining marks that complete them) and decimal digits of every script and `-`, starting with a letter or
+    digit, NFC, 1-64 bytes. ASCII tags keep their old grammar exactly, so every stored tag stays valid."""
+    if tag.isascii():
+        return TAG_RE.match(tag) is not None
+    if len(tag.encode("utf-8", "surrogatepass")) > TAG_BYTES or not unicodedata.is_normalized("NFC", tag):
+        return False
+    for at, ch in enumerate(tag):
+        cat = unicodedata.category(ch)
+        if cat in ("Lu", "Lt") or not (cat[0] == "L" or cat == "Nd" or (at and (cat[0] == "M" or ch == "-"))):
+            return False
+    return True
 
 
 def nbytes(text: str) -> int:
@@ -68,7 +96,7 @@ def _controls(allowed: str) -> re.Pattern[str]:
     return re.compile(f"[{re.escape(chars)}]")
 
 
-def check_encoding(value: Any, param: str) -> None:
+def check_encoding(value: object, param: str) -> None:
     """Refuse lone surrogates anywhere in a value (they are not valid UTF-8)."""
     if isinstance(value, str):
         if value.isascii():  # no surrogate in it, known without encoding it
@@ -86,7 +114,7 @@ def check_encoding(value: Any, param: str) -> None:
             check_encoding(v, param)
 
 
-def validate(verb: Verb, params: Any, max_content_bytes: int) -> dict[str, Any]:
+def validate(verb: Verb, params: object, max_content_bytes: int) -> Params:
     """Checked params with defaults filled in; the first problem raises invalid_params.*."""
     if not isinstance(params, dict):
         raise InvalidParams("type", "params must be an object", param="params")
@@ -94,7 +122,7 @@ def validate(verb: Verb, params: Any, max_content_bytes: int) -> dict[str, Any]:
     for name in params:
         if verb.param(str(name)) is None:
             raise InvalidParams("unknown", f"{verb.name} has no param {name!r}", param=str(name))
-    out: dict[str, Any] = {}
+    out: Params = {}
     for p in verb.params:
         value = params.get(p.name)
         if value is None:
@@ -104,6 +132,9 @@ def validate(verb: Verb, params: Any, max_content_bytes: int) -> dict[str, Any]:
                 out[p.name] = p.default
             continue
         out[p.name] = check(p, value, max_content_bytes)
+    if out.get("provenance") == {} and verb.creates:
+        # `{}` clears provenance on memory.update; on a new memory it is a provenance without `kind` (docs/verbs.md)
+        raise _bad_provenance("provenance", "kind", f"kind is required, one of {', '.join(PROVENANCE_KINDS)}")
     return out
 
 
@@ -123,7 +154,7 @@ def check(p: Param, value: Any, max_content_bytes: int) -> Any:
     if p.format == "content" and nbytes(value) > max_content_bytes:
         raise _range(p.name, f"must be at most {max_content_bytes} bytes", max_bytes=max_content_bytes)
     if p.scanned:  # before the grammar checks, so a secret is refused as one whatever else is wrong
-        no_secret(p.name, value)
+        no_secret(p.name, value, name_scan if p.format == "space" else secrets.scan)
     if p.format == "content":
         return content(p.name, value)
     if p.type == "array":
@@ -140,7 +171,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else (str(int(x)) if float(x).is_integer() else str(x))
 
 
-def _range(param: str, why: str, **data: Any) -> InvalidParams:
+def _range(param: str, why: str, **data: object) -> InvalidParams:
     return InvalidParams("range", f"{param} {why}", param=param, **{k: v for k, v in data.items() if v is not None})
 
 
@@ -152,16 +183,27 @@ def content(param: str, value: str) -> str:
     return value
 
 
-def no_secret(param: str, value: Any) -> None:
+def no_secret(param: str, value: object, scan: Callable[[str], secrets.Finding | None] = secrets.scan) -> None:
     """invalid_params.secret_content if any string in `value` (object keys too) holds a secret; never echoes it."""
     for text in _strings(value):
-        found = secrets.scan(text)
+        found = scan(text)
         if found is not None:
             why = f"{param} contains a secret ({found.kind}) on line {found.line}; it was not stored"
             raise InvalidParams("secret_content", why, param=param, kind=found.kind)
 
 
-def _strings(value: Any) -> list[str]:
+def name_scan(name: str) -> secrets.Finding | None:
+    """A space name's scan, remembered: the same few names come with nearly every write, and a scan is a pure
+    function of its text (docs/decisions.md D365). Only names of a space's length are kept (the grammar check
+    comes after the scan), and memory text never is: a purge must leave no copy."""
+    return _remembered_scan(name) if len(name) <= NAME_CACHE_CHARS else secrets.scan(name)
+
+
+NAME_CACHE_CHARS = 128
+_remembered_scan = functools.lru_cache(maxsize=1024)(secrets.scan)
+
+
+def _strings(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
@@ -206,6 +248,13 @@ def timestamp(param: str, value: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+def when(param: str, value: str) -> str:
+    """A bound of a time window: an RFC 3339 time (never empty; clients resolve `7d` and the like first)."""
+    if value == "":
+        raise InvalidParams("type", f"{param} must be an RFC 3339 time", param=param, expected="RFC 3339 time")
+    return timestamp(param, value)
+
+
 def valid_time(value: str) -> bool:
     try:
         datetime.fromisoformat(value[:-1] + "+00:00")
@@ -227,8 +276,7 @@ def array(p: Param, value: list[Any]) -> list[Any]:
     if not all(isinstance(v, str) for v in value):
         raise InvalidParams("type", f"{p.name} must be an array of strings", param=p.name, expected="array of strings")
     if p.items == "tag":
-        if len(value) > MAX_TAGS or len(set(value)) != len(value) or not all(TAG_RE.match(t) for t in value):
-            raise _range(p.name, f"takes up to {MAX_TAGS} unique tags matching {TAG_RE.pattern}")
+        tags(p.name, value)
     elif p.items == "kind" and not all(k in KINDS for k in value):
         raise _range(p.name, f"items must be among {', '.join(KINDS)}", choices=list(KINDS))
     elif p.items == "space":
@@ -236,11 +284,25 @@ def array(p: Param, value: list[Any]) -> list[Any]:
             space(p.name, s)
     elif p.items == "event_type" and not all(EVENT_TYPE_RE.match(t) for t in value):
         raise _range(p.name, "items must be event types like memory.added")
+    elif p.items == "author" and (len(value) > MAX_AUTHORS or not all(_author(t) for t in value)):
+        raise _range(p.name, f"takes up to {MAX_AUTHORS} principals or labels of 1 to 128 bytes")
     return list(value)
 
 
+def _author(name: str) -> bool:
+    return 0 < nbytes(name) <= 128 and not has_control(name)
+
+
+def tags(param: str, value: list[str]) -> None:
+    if len(value) > MAX_TAGS or len(set(value)) != len(value):
+        raise _range(param, f"takes up to {MAX_TAGS} unique tags")
+    for n, tag in enumerate(value):
+        if not valid_tag(tag):
+            raise _range(param, f"item {n + 1} is not a tag: {TAG_RULE}")
+
+
 def grants(param: str, value: list[Any]) -> list[dict[str, str]]:
-    """SPEC 4.2: each grant is {right: read|write, scope: selector}."""
+    """docs/security.md: each grant is {right: read|write, scope: selector}."""
     if len(value) > MAX_GRANTS:
         raise _range(param, f"takes at most {MAX_GRANTS} grants", max_items=MAX_GRANTS)
     for grant in value:
@@ -256,8 +318,8 @@ def grants(param: str, value: list[Any]) -> list[dict[str, str]]:
 
 
 def client_name(param: str, value: str) -> str:
-    if not TAG_RE.match(value):
-        raise _range(param, f"must match {TAG_RE.pattern}")
+    if not CLIENT_NAME_RE.match(value):
+        raise _range(param, "must be 1 to 64 lower-case ASCII letters, digits and `-`, starting with a letter or digit")
     return value
 
 
@@ -280,7 +342,7 @@ def cwd(param: str, value: str) -> str:
 
 
 def provenance(param: str, value: dict[str, Any]) -> dict[str, Any]:
-    """SPEC 2.3: only known members, each within its bound; at most 2048 bytes serialized."""
+    """docs/verbs.md: only known members, each within its bound; at most 2048 bytes serialized."""
     import json
 
     if not value:
@@ -301,8 +363,8 @@ def _bad_provenance(param: str, member: str, why: str) -> InvalidParams:
     return InvalidParams("provenance", f"{param} {why}", param=param, **({"member": member} if member else {}))
 
 
-def _bounded(limit: int, choices: tuple[str, ...] = ()) -> Callable[[str, str, Any], None]:
-    def rule(param: str, member: str, value: Any) -> None:
+def _bounded(limit: int, choices: tuple[str, ...] = ()) -> Callable[[str, str, object], None]:
+    def rule(param: str, member: str, value: object) -> None:
         if not isinstance(value, str) or nbytes(value) > limit or has_control(value):
             raise _bad_provenance(param, member, f"{member} must be a string of at most {limit} bytes")
         if choices and value not in choices:
@@ -317,16 +379,16 @@ def _path_rule(param: str, member: str, value: Any) -> None:
         raise _bad_provenance(param, member, "path must be relative, without '..' segments")
 
 
-def _line_rule(param: str, member: str, value: Any) -> None:
+def _line_rule(param: str, member: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise _bad_provenance(param, member, "line must be a positive integer")
 
 
-def _daemon_only(param: str, member: str, value: Any) -> None:
+def _daemon_only(param: str, member: str, value: object) -> None:
     raise _bad_provenance(param, member, f"{member} is set by the daemon on import only")
 
 
-PROVENANCE_RULES: dict[str, Callable[[str, str, Any], None]] = {
+PROVENANCE_RULES: dict[str, Callable[[str, str, object], None]] = {
     "kind": _bounded(32, PROVENANCE_KINDS),
     "host": _bounded(64),
     "surface": _bounded(16, SURFACES),
@@ -363,6 +425,7 @@ FORMATS: dict[str, Callable[[str, Any], Any]] = {
     "space": space,
     "source": source,
     "timestamp": timestamp,
+    "when": when,
     "memory_id": lambda n, v: identifier(n, v, "memory_id"),
     "session_id": lambda n, v: identifier(n, v, "session_id"),
     "principal": lambda n, v: identifier(n, v, "principal"),

@@ -1,7 +1,8 @@
-"""Where hivemem keeps its files (SPEC 5.2), with 0700/0600 modes and lstat checks."""
+"""Where hivemem keeps its files (docs/schema.md), with 0700/0600 modes and lstat checks."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
@@ -24,7 +25,7 @@ class Paths:
 
     @property
     def owner_key(self) -> str:
-        """Beside the store file; for a team store (`team`: store.url is set), beside the config (SPEC 16)."""
+        """Beside the store file; for a team store (`team`: store.url is set), beside the config (docs/team.md)."""
         return os.path.join(os.path.dirname(self.config) if self.team else self.data_dir, "owner.key")
 
     @property
@@ -89,7 +90,7 @@ def check_not_link(path: str, *, directory: bool = False) -> bool:
 
 
 def ensure_dir(path: str) -> str:
-    """Create `path` (and missing parents) 0700; an existing one is checked, never chmodded (SPEC 6.1)."""
+    """Create `path` (and missing parents) 0700; an existing one is checked, never chmodded (docs/protocol.md)."""
     if not check_not_link(path, directory=True):
         _make_dir(path)
         check_not_link(path, directory=True)
@@ -112,7 +113,7 @@ def _make_dir(path: str) -> None:
 
 
 def check_socket_dir(path: str) -> bool:
-    """The socket directory must be ours, a real directory, mode 0700 (SPEC 5.2); True if it exists."""
+    """The socket directory must be ours, a real directory, mode 0700 (docs/schema.md); True if it exists."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -151,17 +152,51 @@ def ensure_socket_dir(path: str) -> str:
     return path
 
 
-def write_private(path: str, data: bytes) -> None:
-    """Write a new 0600 file atomically (temporary name, fsync, rename)."""
-    check_not_link(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def create_temporary(dest: str) -> tuple[int, str]:
+    """A new, empty 0600 file beside `dest` under a random name, open for writing: (fd, path).
+
+    `O_EXCL | O_NOFOLLOW`: it is created here and now, never reached through a file or symbolic link someone
+    left at the name, and nobody can guess the name beforehand (docs/security.md, "Files the daemon writes")."""
+    import secrets
+
+    while True:
+        tmp = f"{dest}.tmp-{secrets.token_hex(8)}"
+        try:
+            return os.open(tmp, NEW_FILE, 0o600), tmp
+        except FileExistsError:  # 64 random bits taken already: someone is guessing; draw again
+            continue
+
+
+def same_file(fd: int, path: str) -> bool:
+    """Whether `path` (not followed) still names the file open at `fd`."""
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Write a 0600 file atomically (a new random temporary name, fsync, rename)."""
+    check_not_link(path)
+    fd, tmp = create_temporary(path)
+    try:
+        try:
+            view = memoryview(data)
+            while view:  # a large file (an export rewritten by purge) may take more than one write
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
     fsync_dir(os.path.dirname(path))
 
 
@@ -186,7 +221,7 @@ def daemon_env() -> dict[str, str]:
 
 
 def never_a_project() -> frozenset[str]:
-    """Directories that name no project outside git (SPEC 3): the root, the home and the temporary directory."""
+    """Directories that name no project outside git (docs/verbs.md): the root, the home and the temporary directory."""
     import tempfile
 
     return frozenset(os.path.realpath(d) for d in (os.sep, os.path.expanduser("~"), tempfile.gettempdir()))

@@ -1,4 +1,4 @@
-"""Who is on the other end of a Unix socket: the peer's uid, checked before a byte is sent (SPEC 5.2)."""
+"""Who is on the other end of a Unix socket: the peer's uid, checked before a byte is sent (docs/schema.md)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,21 @@ def uid(sock: socket.socket) -> int | None:
     except OSError:
         return None
     return int(XUCRED_HEAD.unpack_from(raw)[1]) if len(raw) >= XUCRED_HEAD.size else None
+
+
+LOCAL_PEERPID = getattr(socket, "LOCAL_PEERPID", 2)
+
+
+def pid(sock: socket.socket) -> int | None:
+    """The pid of the process at the other end when it connected or listened; None where the platform cannot
+    tell (`SO_PEERCRED` on Linux, `LOCAL_PEERPID` on macOS)."""
+    if hasattr(socket, "SO_PEERCRED"):
+        found = int(UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, UCRED.size))[0])
+        return found if found > 0 else None
+    try:
+        return int(sock.getsockopt(SOL_LOCAL, LOCAL_PEERPID)) or None
+    except OSError:
+        return None
 
 
 def is_own(sock: socket.socket) -> bool:

@@ -1,4 +1,4 @@
-"""Progress of long work, for whoever asked to hear it (SPEC 11.1: long work shows progress on a terminal).
+"""Progress of long work, for whoever asked to hear it (docs/cli.md: long work shows progress on a terminal).
 
 Work calls `report(stage, done, total)` as it goes; it costs one thread-local lookup when nobody listens. The
 daemon sets a listener around a request that asked for progress (D114) and sends what it hears as progress
@@ -10,12 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import ParamSpec, TypeVar
 
 Listener = Callable[[str, int, int], None]  # (stage, done, total)
 EVERY = 1000  # items between two reports of item-by-item work
 
 _local = threading.local()
+Args = ParamSpec("Args")
+Result = TypeVar("Result")
 
 
 @contextmanager
@@ -29,10 +31,10 @@ def listening(listener: Listener | None) -> Iterator[None]:
         _local.listener = before
 
 
-def run(listener: Listener | None, work: Callable[..., Any], *args: Any) -> Any:
+def run(listener: Listener | None, work: Callable[Args, Result], *args: Args.args, **kw: Args.kwargs) -> Result:
     """`work(*args)` with `listener` hearing its reports (for a call handed to another thread)."""
     with listening(listener):
-        return work(*args)
+        return work(*args, **kw)
 
 
 def report(stage: str, done: int, total: int) -> None:

@@ -1,4 +1,4 @@
-"""The JSON-lines wire (SPEC 6.2): one object per line, UTF-8, at most MAX_FRAME bytes."""
+"""The JSON-lines wire (docs/protocol.md): one object per line, UTF-8, at most MAX_FRAME bytes."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from hivemem.errors import HivememError, InvalidParams
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Mapping
 
 MAX_FRAME = 4 * 1024 * 1024
 PROTOCOL = 1
-MAX_DEPTH = 32  # levels of arrays and objects one param may nest (SPEC 10)
+MAX_DEPTH = 32  # levels of arrays and objects one param may nest (docs/verbs.md)
 ID_BYTES = 64
 INT64 = 1 << 63
 JSON_SPACE = " \t\n\r"
 _decoder = json.JSONDecoder()
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Mapping[str, object]) -> bytes:
     """One line; non-ASCII escaped so no byte sequence can split a frame."""
     try:
         return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
@@ -27,10 +27,12 @@ def encode(message: dict[str, Any]) -> bytes:
         raise too_deep("params") from None
 
 
-def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+def depth(value: object, limit: int = MAX_DEPTH) -> int:
     """Levels of arrays and objects in a JSON value (a scalar is 0, `[1]` is 1); counting stops past `limit`."""
     deepest = 0
-    stack = [(value, 1)] if isinstance(value, list | dict) else []
+    stack: list[tuple[list[object] | dict[object, object], int]] = (
+        [(value, 1)] if isinstance(value, list | dict) else []
+    )
     while stack and deepest <= limit:
         node, level = stack.pop()
         deepest = max(deepest, level)
@@ -43,14 +45,14 @@ def too_deep(param: str) -> InvalidParams:
     return InvalidParams("depth", f"{param} is nested deeper than {MAX_DEPTH} levels", param=param, max_depth=MAX_DEPTH)
 
 
-def check_depth(params: dict[str, Any]) -> None:
+def check_depth(params: Mapping[str, object]) -> None:
     """invalid_params.depth for the first param nested deeper than MAX_DEPTH levels."""
     for name, value in params.items():
         if depth(value) > MAX_DEPTH:
             raise too_deep(str(name))
 
 
-def decode(line: bytes) -> dict[str, Any]:
+def decode(line: bytes) -> dict[str, object]:
     """A request line as an object, or invalid_params.encoding / .protocol / .depth (answered with a null id)."""
     try:
         text = line.decode("utf-8")
@@ -67,7 +69,7 @@ def decode(line: bytes) -> dict[str, Any]:
     return message
 
 
-def request_id(message: dict[str, Any]) -> int | str:
+def request_id(message: Mapping[str, object]) -> int | str:
     """The request's id: an integer or a string of at most 64 bytes, else invalid_params.frame (null id)."""
     value = message.get("id")
     if isinstance(value, int) and not isinstance(value, bool) and -INT64 <= value < INT64:
@@ -89,13 +91,14 @@ def _utf8_bytes(text: str) -> int:
         return ID_BYTES + 1
 
 
-def verb_and_params(message: dict[str, Any]) -> tuple[str, Any]:
-    if not isinstance(message.get("verb"), str):
+def verb_and_params(message: Mapping[str, object]) -> tuple[str, object]:
+    verb = message.get("verb")
+    if not isinstance(verb, str):
         raise InvalidParams("protocol", "a request is {id, verb, params}", param="request")
-    return message["verb"], message.get("params", {})
+    return verb, message.get("params", {})
 
 
-def decode_request(line: bytes) -> tuple[int | str, str, Any]:
+def decode_request(line: bytes) -> tuple[int | str, str, object]:
     """(id, verb, params) of a request line; the first problem raises."""
     message = decode(line)
     return request_id(message), *verb_and_params(message)
@@ -123,10 +126,10 @@ def deep_request(text: str) -> InvalidParams:
         return TooDeep(param or "request")
 
 
-def _members(text: str, at: int) -> tuple[dict[str, Any], str | None, int]:
+def _members(text: str, at: int) -> tuple[dict[str, object], str | None, int]:
     """Members of the object at `at`, decoded one by one up to the first one nested too deep to decode:
     (the members before it, its key or None, where its value starts)."""
-    seen: dict[str, Any] = {}
+    seen: dict[str, object] = {}
     at = _skip(text, at)
     if not text.startswith("{", at):
         return seen, None, at
@@ -156,7 +159,8 @@ def _skip(text: str, at: int) -> int:
     return at
 
 
-def reply(request_id: Any, ok: dict[str, Any] | None = None, error: HivememError | None = None) -> dict[str, Any]:
+def reply(request_id: int | str | None, ok: Mapping[str, object] | None = None,
+          error: HivememError | None = None) -> dict[str, object]:  # fmt: skip
     if error is not None:
         return {"id": request_id, "error": error.to_wire()}
     return {"id": request_id, "ok": ok}

@@ -1,4 +1,5 @@
-"""The typed shapes that go on the wire: each verb's result and the records in it (SPEC 2.1, 4, 7, 8.5, 10).
+"""The typed shapes that go on the wire: each verb's result and the records in it (docs/verbs.md, docs/security.md,
+docs/governance.md).
 
 Backend-neutral: a store of any kind returns these, ops passes them on, and the manifest declares each verb's
 result as one of them. The same declaration gives `docs/verbs.md`, the MCP `outputSchema` and the CLI's table
@@ -37,8 +38,8 @@ class Relation(Shape):
     source: NotRequired[str]
 
 
-class Hit(Shape):
-    """A memory in a list: every member of Memory but `content`, and a snippet of it."""
+class MemoryBase(Shape):
+    """The members a memory has in a list and when read whole (`Hit`, `MemoryRead`)."""
 
     id: str
     space: str
@@ -48,7 +49,6 @@ class Hit(Shape):
     status: str
     source: NotRequired[str]
     provenance: NotRequired[dict[str, Any]]
-    confidence: float
     confidence_state: NotRequired[str]
     review_after: NotRequired[str]
     expires_at: NotRequired[str]
@@ -60,6 +60,12 @@ class Hit(Shape):
     created: str
     updated: str
     deleted: NotRequired[str]
+
+
+class Hit(MemoryBase):
+    """A memory in a list: every member of Memory but `content`, and a snippet of it."""
+
+    confidence: float
     snippet: str
 
 
@@ -73,31 +79,12 @@ class SearchHit(Hit):
     similarity: NotRequired[float]
 
 
-class MemoryRead(Shape):
+class MemoryRead(MemoryBase):
     """memory.get: the Memory with its relations and embedding state; with `revision`, that version and its
     action (a version keeps the members it had, so most are optional)."""
 
-    id: str
-    space: str
-    kind: str
-    title: NotRequired[str]
     content: str
-    tags: list[str]
-    status: str
-    source: NotRequired[str]
-    provenance: NotRequired[dict[str, Any]]
     confidence: NotRequired[float]
-    confidence_state: NotRequired[str]
-    review_after: NotRequired[str]
-    expires_at: NotRequired[str]
-    review: NotRequired[str]
-    revision: int
-    author: Author
-    updated_by: Author
-    session: NotRequired[str]
-    created: str
-    updated: str
-    deleted: NotRequired[str]
     embedding: NotRequired[str]
     relations: NotRequired[list[Relation]]
     action: NotRequired[str]
@@ -109,6 +96,16 @@ class Written(Shape):
 
     id: str
     revision: int
+    changed: bool
+    status: NotRequired[str]
+
+
+class Added(Shape):
+    """memory.add: the new memory, or the live one already holding this text (`changed: false`); a caller who
+    cannot read that one learns only `changed: false` (ids reveal nothing, docs/security.md)."""
+
+    id: NotRequired[str]
+    revision: NotRequired[int]
     changed: bool
     status: NotRequired[str]
 
@@ -136,19 +133,30 @@ class History(Shape):
     versions: list[VersionEntry]
 
 
+class Window(Shape):
+    """The absolute time window a read used (docs/verbs.md): [since, until) on `updated` or `created`."""
+
+    since: NotRequired[str]
+    until: NotRequired[str]
+    on: str
+
+
 class MemoryPage(Shape):
     memories: list[Hit]
     next: str | None
+    window: NotRequired[Window]
 
 
 class SearchResult(Shape):
     mode: str
     fallback: NotRequired[str]
     results: list[SearchHit]
+    next: NotRequired[str]
+    window: NotRequired[Window]
 
 
 class Recall(Shape):
-    """The rendered envelope of SPEC 11.3 and what it holds."""
+    """The rendered recall envelope (docs/hooks.md) and what it holds."""
 
     text: str
     count: int
@@ -253,7 +261,7 @@ class SessionEnded(Shape):
 
 
 class Session(Shape):
-    """A session of SPEC 7; a parent the caller cannot read is left out."""
+    """A session (docs/hooks.md, `--record-session`); a parent the caller cannot read is left out."""
 
     session: str
     harness: str
@@ -341,7 +349,7 @@ class Imported(Shape):
 
 
 class Finding(Shape):
-    """One integrity problem (SPEC 12.2)."""
+    """One integrity problem (docs/operations.md)."""
 
     check: str
     memory: NotRequired[str]
@@ -408,7 +416,7 @@ class Related(Shape):
 
 
 class Captured(Shape):
-    """memory.capture: an exact duplicate (`duplicate_of`, nothing written) or the new draft (SPEC 8.1)."""
+    """memory.capture: an exact duplicate (`duplicate_of`, nothing written) or the new draft (docs/governance.md)."""
 
     duplicate_of: NotRequired[str]
     id: NotRequired[str]

@@ -10,12 +10,14 @@ from hivemem import records
 JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "None": "null"}
 
 
-def json_schema(shape: type) -> dict[str, Any]:
-    """The JSON Schema of a shape: its members typed, the required ones required, no others allowed."""
+def json_schema(shape: type, shallow: bool = False) -> dict[str, Any]:
+    """The JSON Schema of a shape: its members typed, the required ones required, no others allowed. Shallow: its
+    members' nested shapes are plain objects and arrays, unchecked inside."""
     members = records.fields(shape)
+    typed = shallow_schema if shallow else type_schema
     schema: dict[str, Any] = {
         "type": "object",
-        "properties": {name: type_schema(text) for name, (text, _) in members.items()},
+        "properties": {name: typed(text) for name, (text, _) in members.items()},
         "additionalProperties": False,
     }
     required = [name for name, (_, needed) in members.items() if needed]
@@ -36,6 +38,20 @@ def type_schema(text: str) -> dict[str, Any]:
         return {"type": "object"} if text != "Any" else {}
     if text in records.SHAPES:
         return json_schema(records.SHAPES[text])
+    return {"type": JSON_TYPES[text]}
+
+
+def shallow_schema(text: str) -> dict[str, Any]:
+    """JSON Schema of one member type, without looking inside arrays or objects."""
+    options = _split(text)
+    if len(options) > 1:
+        return {"anyOf": [shallow_schema(option) for option in options]}
+    if text.startswith("list["):
+        return {"type": "array"}
+    if text == "Any":
+        return {}
+    if text.startswith("dict[") or text in records.SHAPES:
+        return {"type": "object"}
     return {"type": JSON_TYPES[text]}
 
 

@@ -1,17 +1,19 @@
-"""Secret detection for every string hivemem stores (SPEC 13).
+"""Secret detection for every string hivemem stores (docs/security.md).
 
-The engine is Yelp's detect-secrets (pinned in pyproject.toml): its format plugins; its keyword plugin
-in config mode, so an unquoted `password=...` counts; and its Base64 entropy plugin only on lines that
-name a secret, and only for values that mix letters of both cases and digits. Hex entropy is off:
-commit SHAs, SHA-256 digests and UUIDs are everyday memory text. `secret_rules.toml` adds what the
-plugins lack (most rules derived from gitleaks, MIT; its notice is in that file).
+The core is gitleaks' default rule set (hivemem.gitleaks, package data with gitleaks' MIT notice; docs/decisions.md
+D260). Beside it runs what gitleaks lacks (D261): from Yelp's detect-secrets (pinned in pyproject.toml) a few
+format plugins for bare shapes; its keyword plugin in config mode, so an unquoted `password=...` counts; and its
+Base64 entropy plugin only on lines that name a secret, and only for values that mix letters of both cases and
+digits. Hex entropy is off: commit SHAs, SHA-256 digests and UUIDs are everyday memory text. `secret_rules.toml`
+adds hivemem's own rules (hivemem tokens, headers, URL and .netrc credentials, ...).
 
 A scan is a pure function of the text. The plugins' string analysis and the library's filter
 functions are called directly, never its scan entry points, so no global settings are read or
 changed, no verification request is ever made, and any number of threads may scan at once.
 
 Importing detect-secrets takes about 0.3 s, so the engine is built on first use (or by `warm()`),
-never at import: the CLI's warm path imports this module's name and nothing behind it.
+never at import: the CLI's warm path imports this module's name and nothing behind it. gitleaks' regexes
+compile when a text first needs them.
 """
 
 from __future__ import annotations
@@ -25,11 +27,16 @@ from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hivemem import gitleaks
 
 RULES_FILE = "secret_rules.toml"
-NEWLINE = re.compile("\n")
 ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+COMMON = ("s.", "ey", "sk", "sl", "key", "api")  # frequent short literals, found by a substring search each
+AUTOMATON_WORDS = 8  # fewer literals than this (besides COMMON ones) are found by a substring search each
+MANY_LINES = 8  # a gitleaks rule whose keyword is on more lines runs on the whole text at once
 CANDIDATE_SETS = 4096  # sets of literals whose plugins and rules are remembered
 MIN_RANDOM = 16  # no shorter value has the entropy plugin's 4.5 bits per character
 # Words that open a line to the entropy plugin (the gate keeps prose with hashes and ids out).
@@ -55,29 +62,12 @@ KEYWORD_OPERATORS = (
     ("[!=]{2,3}", ("==", "!=", "=!", "!!")),
     ("(\\2);", (";",)),
 )
-GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-",
-          "gloas-")  # fmt: skip
 TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "AWSKeyDetector": (("a3t", "abia", "acca", "akia", "asia", "aws"),),
-    "ArtifactoryDetector": (("AKC", "AP"),),
     "AzureStorageKeyDetector": (("accountkey=",),),
-    "BasicAuthDetector": (("://",),),
-    "CloudantDetector": (("cl",), ("key", "pw", "pass", "token", "cloudant.com")),
-    "GitHubTokenDetector": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),),
-    "GitLabTokenDetector": (GITLAB,),
     "IbmCloudIamDetector": (("key", "pwd", "pass", "token"),),
-    "IbmCosHmacDetector": (("secret",), ("key",)),
-    "JwtTokenDetector": (("eyj",),),
     "MailchimpDetector": (("-us",),),
-    "NpmDetector": (("_authtoken=",),),
-    "OpenAIDetector": (("t3blbkfj",),),
-    "PrivateKeyDetector": (("BEGIN", "PuTTY-User-Key-File"),),
-    "PypiTokenDetector": (("pypi-ag",),),
-    "SendGridDetector": (("sg.",),),
-    "SlackDetector": (("xox", "hooks.slack.com"),),
     "SoftlayerDetector": (("sl", "softlayer"),),
     "SquareOAuthDetector": (("sq0csp-",),),
-    "StripeDetector": (("k_live_",),),
     "TwilioKeyDetector": (("AC", "SK"),),
 }
 # Value shapes: a plugin whose pattern names a keyword and then captures a value of a fixed form runs only on the
@@ -87,17 +77,33 @@ TRIGGERS: dict[str, tuple[tuple[str, ...], ...]] = {
 # lines of ASCII text only (there the two agree; other lines go to the plugin unfiltered). Their keywords
 # (`key`, `pass`, `token`) are everyday words; the shape is not, and its search costs a fraction of the pattern's.
 VALUE_SHAPES: dict[str, tuple[str, ...]] = {
-    "CloudantDetector": ("[0-9a-f]{64}", "[a-z]{24}"),
     "IbmCloudIamDetector": (r"[a-zA-Z0-9_\-]{44}",),
-    "IbmCosHmacDetector": ("[a-f0-9]{48}",),
     "SoftlayerDetector": ("[a-z0-9]{64}",),
 }
+# A placeholder, not a credential: a run of 8 of one character (`xxxxxxxx`, `XXXX...`, `########`, `11111111`) or
+# AWS's documented `EXAMPLE` suffix (gitleaks' rules reach the same verdict through their entropy floors).
+PLACEHOLDER = re.compile(r"(.)\1{7}|EXAMPLE")
 DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # `secret = match.group`: an attribute, not a value
 TYPE_NAME = re.compile(r"(?:str|string|String|bytes|int|bool|Optional|SecretStr)\b")  # `password: str` declares
 DIGEST_PREFIX = re.compile(r"sha(?:1|224|256|384|512)-", re.I)  # subresource-integrity digests are not secrets
+# A number with its unit or a comment (a minimum length in characters, a timeout in seconds) is a setting
+QUANTITY = re.compile(r"\d+(?:\.\d+)?\s*(?:#.*|[A-Za-z]+(?:\s+[A-Za-z]+)*)")
+SETTING_NAME = re.compile(r"[\s\"'-]*([A-Za-z_][\w.-]*)[\"']?\s*[:=]")  # the name a line assigns to
+NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# The last word of a name that says the value is about a secret, not the secret (its backend, its name, its
+# policy): with a value without digits, no credential.
+ABOUT_WORDS = frozenset(("name", "names", "policy", "backend", "prefix", "suffix", "length", "timeout", "rounds",
+                         "days", "ttl", "url", "uri", "path", "file", "dir", "type", "history", "age", "header",
+                         "endpoint", "field", "format", "algorithm", "mode", "provider", "store", "manager", "ref",
+                         "label", "env", "strength", "scope", "scopes", "kind", "method", "rotation"))  # fmt: skip
 # Plugins left out: the entropy pair (handled below, Hex not at all), the keyword plugin (run in config
-# mode below), and public IPv4 addresses, which are not credentials.
-SKIPPED = ("Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector")
+# mode below), public IPv4 addresses, which are not credentials, and the formats gitleaks' rules find with
+# fewer false refusals (measured on gitleaks' samples, bench/bench_secret_coverage.py; docs/decisions.md D261).
+COVERED = ("AWSKeyDetector", "ArtifactoryDetector", "BasicAuthDetector", "CloudantDetector",
+           "GitHubTokenDetector", "GitLabTokenDetector", "IbmCosHmacDetector", "JwtTokenDetector", "NpmDetector",
+           "OpenAIDetector", "PrivateKeyDetector", "PypiTokenDetector", "SendGridDetector", "SlackDetector",
+           "StripeDetector")  # fmt: skip
+SKIPPED = ("Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector", *COVERED)
 
 
 @dataclass(frozen=True)
@@ -119,11 +125,11 @@ def scan(text: str) -> Finding | None:
     return _engine().scan(text)
 
 
-def find_in(value: Any, at: str = "") -> tuple[str, str] | None:
+def find_in(value: object, at: str = "") -> tuple[str, str] | None:
     """(JSON pointer, kind) of the first string in a JSON value that holds a secret, or None.
 
     For writes whose text arrives inside a document rather than as params, as `store.import` does: its
-    refusal carries the pointer as `data.at` (SPEC 12.1). Object keys are names, not scanned.
+    refusal carries the pointer as `data.at` (docs/operations.md). Object keys are names, not scanned.
     """
     if isinstance(value, str):
         kind = find(value)
@@ -206,7 +212,7 @@ class Rule:
 
     def _passes(self, match: re.Match[str]) -> bool:
         value = next((g for g in match.groups() if g), match.group(0))
-        return shannon(value) >= self.entropy and classes(value) >= self.min_classes
+        return shannon(value) >= self.entropy and classes(value) >= self.min_classes and not PLACEHOLDER.search(value)
 
 
 def load_rules() -> tuple[Rule, ...]:
@@ -326,14 +332,19 @@ class Engine:
         self.entropy_kind = slug(self.entropy.secret_type)
         self.tokens = re.compile(f"[{re.escape(self.entropy.charset)}]+")  # the plugin's unquoted-string form
         self.heuristic = heuristic
+        from hivemem import gitleaks
+
         self.rules = load_rules()
+        self.gitleaks = gitleaks.Rules()
+        self.gitleaks_words = {r.id: Words(r.keywords) for r in self.gitleaks.rules}
+        self.starts_at_keyword = frozenset(gitleaks.STARTS_AT_KEYWORD)
         self.gate = Words(ENTROPY_GATE)
         words = {w for p in [*self.plugins, self.keyword] for g in p.groups for part in g for w in part.words}
-        words |= {w for r in self.rules for w in r.words.words} | set(ENTROPY_GATE)
+        words |= {w for r in self.rules for w in r.words.words} | set(ENTROPY_GATE) | self.gitleaks.keywords
         self.lowercase = tuple(sorted(w for w in words if w.islower()))
         self.cased = tuple(sorted(words - set(self.lowercase)))
         self.lowercase_needles, self.cased_needles = Needles(self.lowercase), Needles(self.cased)
-        self._by_present: dict[frozenset[str], tuple[list[Plugin], list[Rule]]] = {}
+        self._by_present: dict[frozenset[str], tuple[list[Plugin], list[Rule], list[gitleaks.Rule]]] = {}
 
     def plugin_names(self) -> list[str]:
         return [type(p.plugin).__name__ for p in self.plugins]
@@ -344,12 +355,13 @@ class Engine:
             lowered = text.translate(ASCII_LOWER)
         lines = Lines(text)
         lines.present = self.lowercase_needles.present(lowered) | self.cased_needles.present(text)
-        checks, rules = self._candidates(lines.present)
-        found = [f for f in (self._plugins(lines, lowered, checks), self._rules(lines, lowered, rules)) if f]
+        checks, rules, leaks = self._candidates(lines.present)
+        candidates = (self._plugins(lines, lowered, checks), self._rules(lines, lowered, rules))
+        found = [f for f in (*candidates, self._gitleaks(lines, lowered, leaks)) if f is not None]
         # The earliest line wins; on one line a named format wins over the unnamed entropy finding.
         return min(found, key=lambda f: (f.line, f.kind == self.entropy_kind)) if found else None
 
-    def _candidates(self, present: set[str]) -> tuple[list[Plugin], list[Rule]]:
+    def _candidates(self, present: set[str]) -> tuple[list[Plugin], list[Rule], list[gitleaks.Rule]]:
         """The plugins and rules that can match a text holding these literals (one of each trigger group of a
         plugin, one keyword of a rule), remembered per set of literals: texts share a few such sets."""
         key = frozenset(present)
@@ -358,8 +370,38 @@ class Engine:
             if len(self._by_present) >= CANDIDATE_SETS:
                 self._by_present.clear()
             checks = [c for c in (*self.plugins, self.keyword) if not any(n.isdisjoint(key) for n in c.needs)]
-            found = self._by_present[key] = (checks, [r for r in self.rules if not r.words.set.isdisjoint(key)])
+            rules = [r for r in self.rules if not r.words.set.isdisjoint(key)]
+            found = self._by_present[key] = (checks, rules, self.gitleaks.candidates(key))
         return found
+
+    def _gitleaks(self, lines: Lines, lowered: str, rules: list[gitleaks.Rule]) -> Finding | None:
+        """The first line where a gitleaks rule finds a secret."""
+        best: tuple[int, str] | None = None
+        for rule in rules:
+            n = self._gitleaks_line(rule, lines, lowered, len(lines.starts) if best is None else best[0])
+            if n is not None and (best is None or n < best[0]):
+                best = (n, rule.id)
+        return Finding(best[1], best[0] + 1) if best else None
+
+    def _gitleaks_line(self, rule: gitleaks.Rule, lines: Lines, lowered: str, before: int) -> int | None:
+        """The first line (below `before`) where one gitleaks rule finds a secret: on the whole text when its regex
+        spans lines or its keywords are on many lines, else on each line holding one of its keywords."""
+        glob = self.gitleaks.glob
+        line_of = lambda i: lines[bisect_right(lines.starts, i) - 1]  # noqa: E731
+        if rule.id in self.starts_at_keyword:
+            at = rule.at_keywords(lines.text, lowered, lines.present, glob, line_of)
+            return None if at is None else bisect_right(lines.starts, at) - 1
+        todo = self.gitleaks_words[rule.id].lines(lines, lowered)
+        if rule.whole_text or (rule.anchored is None and len(todo) > MANY_LINES):
+            at = rule.first(lines.text, line_of, glob, not rule.whole_text)
+            return None if at is None else bisect_right(lines.starts, at) - 1
+        for k in sorted(todo):
+            if k >= before:
+                break
+            low = lines.line(k, lowered) if rule.anchored is not None else ""
+            if rule.in_line(lines[k], low, lines.present, glob):
+                return k
+        return None
 
     def _rules(self, lines: Lines, lowered: str, rules: list[Rule]) -> Finding | None:
         best: tuple[int, str] | None = None
@@ -396,6 +438,8 @@ class Engine:
         return check.plugin.analyze_string(line)
 
     def _secret(self, check: Plugin, value: str, line: str) -> bool:
+        if PLACEHOLDER.search(value):
+            return False
         if check is self.keyword:
             return not self._filtered(value, line, check.plugin) and not self._not_a_value(value, line)
         return not self._filtered(value)
@@ -403,9 +447,12 @@ class Engine:
     def _not_a_value(self, value: str, line: str) -> bool:
         """A keyword match that is no credential (hivemem's additions to the library's filters): a type
         (`password: str`), a dotted or secret-naming name without digits (`api_key = settings.API_KEY`,
-        `header = 'X-API-Key'`), or prose after a colon
+        `header = 'X-API-Key'`), a number with its unit or a comment (a length in characters), a value
+        without digits of a name about a secret (ABOUT_WORDS), or prose after a colon
         (`the secret: never share it`), an unquoted run of words whose first is a plain word."""
-        if TYPE_NAME.match(value):
+        if TYPE_NAME.match(value) or QUANTITY.fullmatch(value):
+            return True
+        if not any(c.isdigit() for c in value) and _about_a_secret(line):
             return True
         if not any(c.isdigit() for c in value) and (
             DOTTED_NAME.fullmatch(value) or self.secret_names.search(value.replace("-", "_"))
@@ -420,6 +467,7 @@ class Engine:
         return (
             len(value) > MIN_RANDOM
             and classes(value) == 3
+            and not PLACEHOLDER.search(value)
             and not DIGEST_PREFIX.match(value)
             and self.entropy.calculate_shannon_entropy(value) > self.entropy.entropy_limit
             and not self._filtered(value, line, self.entropy)
@@ -447,17 +495,34 @@ class Needles:
         import ahocorasick
 
         self.words = words
+        # Short literals that occur all over ordinary text (`s.`, `ey`, `key`): collecting each of their occurrences
+        # from the automaton costs more than a substring search for each, which stops at the first. So does a pass
+        # of the automaton for a handful of literals (the cased ones are three): it steps through the text about
+        # ten times slower than one substring search does, so below AUTOMATON_WORDS each literal is searched.
+        rare = [w for w in words if w not in COMMON]
+        self._built = len(rare) >= AUTOMATON_WORDS
+        self.short = tuple(w for w in words if w in COMMON or not self._built)
         self._automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
-        for word in words:
-            self._automaton.add_word(word, word)
-        if words:
+        if self._built:
+            for word in rare:
+                self._automaton.add_word(word, word)
             self._automaton.make_automaton()
 
     def present(self, text: str) -> set[str]:
         """The literals that occur in `text` (overlapping and nested ones included)."""
         if not self.words or not text:
             return set()
-        return {word for _, word in self._automaton.iter(text)}
+        found = {word for _, word in self._automaton.iter(text)} if self._built else set()
+        found.update(w for w in self.short if w in text)
+        return found
+
+
+def _about_a_secret(line: str) -> bool:
+    """Whether the line assigns to a name whose last word says what it holds is about a secret (its name, policy,
+    backend...), not the secret itself."""
+    m = SETTING_NAME.match(line)
+    words = NAME_WORDS.findall(m.group(1)) if m else []
+    return bool(words) and words[-1].lower() in ABOUT_WORDS
 
 
 def keyword_needs(pattern: str) -> tuple[str, ...]:

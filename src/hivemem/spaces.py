@@ -1,4 +1,4 @@
-"""Client-side space placeholders (SPEC 3): `@project` and `@user`, and the fixed read path."""
+"""Client-side space placeholders (docs/verbs.md): `@project` and `@user`, and the fixed read path."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from hivemem.paths import never_a_project
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import Any
 
     from hivemem.manifest import Verb
 
@@ -88,11 +87,12 @@ def on_read_path(space: str, team_spaces: Iterable[str] = ()) -> bool:
     return space == "user" or space in team_spaces or PROJECT.fullmatch(space) is not None
 
 
-DEFAULTS: dict[str, Callable[[str | None, Iterable[str]], Any]] = {"read_path": read_path}
+DEFAULTS: dict[str, Callable[[str | None, Iterable[str]], list[str]]] = {"read_path": read_path}
 
 
-def fill_defaults(verb: Verb, params: dict[str, Any], cwd: str | None, team_spaces: Iterable[str]) -> dict[str, Any]:
-    """`params` with every absent param that has a `client_default` filled in (SPEC 3: recall's `spaces` is the
+def fill_defaults(verb: Verb, params: dict[str, object], cwd: str | None,
+                  team_spaces: Iterable[str]) -> dict[str, object]:  # fmt: skip
+    """`params` with every absent param that has a `client_default` filled in (docs/verbs.md: recall's `spaces` is the
     fixed read path), as every client does before sending; the daemon still requires them."""
     for p in verb.params:
         if p.client_default and p.name not in params:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hivemem.cli import output
+from hivemem.cli.wording import first_sentence
 from hivemem.errors import InvalidParams
 from hivemem.manifest import VERBS
 
@@ -30,9 +31,10 @@ def commands(group: str) -> dict[str, str]:
     return found
 
 
-def first_sentence(summary: str) -> str:
-    head, dot, _ = summary.partition(". ")
-    return head + "." if dot else summary
+def grouped() -> list[str]:
+    """Every command of every group as typed after `hivemem` (`memory add`, `store restore`)."""
+    names = [v.cli_name for v in VERBS if " " in v.cli_name]
+    return names + [f"{group} {name}" for group, extra in EXTRA.items() for name in extra]
 
 
 def is_group(word: str) -> bool:
@@ -65,7 +67,11 @@ def run(group: str, args: list[str]) -> int:
         from hivemem.cli import restore
 
         return restore.run(args[1:])
-    known = ", ".join(commands(group))
-    error = InvalidParams("usage", f"unknown command 'hivemem {group} {args[0]}'; {group} commands: {known}",
-                          usage=usage(group))  # fmt: skip
+    from hivemem.cli import suggest
+
+    listed = list(commands(group))
+    near = suggest.in_group(group, args[0], listed, grouped())
+    hint = f"did you mean 'hivemem {near}'? " if near else ""
+    error = InvalidParams("usage", f"unknown command 'hivemem {group} {args[0]}'; {hint}{group} commands: "
+                          f"{', '.join(listed)}", usage=usage(group))  # fmt: skip
     return output.error(error, "--json" in args)

@@ -67,11 +67,35 @@ def opencode_mcp() -> str:
     return json.dumps({"mcp": {"hivemem": entry}}, indent=2)
 
 
+# The plugin's two commands per harness (docs/plugins.md), run in a clone of hivemem's repository or with its URL.
+PLUGIN = {
+    "claude-code": ("claude plugin marketplace add ./", "claude plugin install hivemem@hivemem"),
+    "codex": ("codex plugin marketplace add ./", "codex plugin add hivemem@hivemem"),
+}
+
+
+def plugin_note(harness: str) -> list[str]:
+    """Where a harness has plugins, say so first: one install gives the MCP server, both hooks and the skill."""
+    if harness not in PLUGIN:
+        return []
+    return [
+        f"{NAMES[harness]} can install all of this as a plugin instead (docs/plugins.md): save a token once, then",
+        "run the two plugin commands in a clone of hivemem's repository (or give its URL instead of ./):",
+        "",
+        client_add(harness).replace(" --json", " --save"),
+        *PLUGIN[harness],
+        "",
+        "Or paste the snippets below by hand.",
+        "",
+    ]
+
+
 def _header(harness: str) -> list[str]:
     return [
         f"hivemem setup for {NAMES[harness]}. hivemem never edits agent settings: paste these yourself.",
         "Register in your user config, never in a committed project file: the token is a credential.",
         "",
+        *plugin_note(harness),
         f"1. Create a client token for {NAMES[harness]} (once; it is shown only now):",
         "",
         client_add(harness),

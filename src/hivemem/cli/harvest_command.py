@@ -39,19 +39,22 @@ def run(args: list[str]) -> int:
     return output.result("import", result, json_mode)
 
 
-def harvest_into(kind: str, given: list[str] | None, space: str, active: bool, dry_run: bool,
+def harvest_into(kind: str, named: list[str] | None, space: str, active: bool, dry_run: bool,
                  progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
     from hivemem.spaces import placeholder
 
     cwd, home = os.getcwd(), os.path.expanduser("~")
     space = placeholder(space)
-    paths = [os.path.abspath(p) for p in given] if given else harvest.default_paths(kind, cwd, home)
-    items = harvest.read_items(kind, paths)
+    sources = [harvest.given(os.path.abspath(p)) for p in named] if named else harvest.default_paths(kind, cwd, home)
+    skipped: list[dict[str, str]] = []
+    items = harvest.read_items(kind, sources, skipped)
     doc = harvest.document(kind, items, space, "active" if active else "draft", cwd, home)
     result = _import(doc, dry_run, items, progress)
     shown = [{"path": harvest.relative(i.path, cwd, home), "line": i.line, "kind": i.kind,
               **({"title": i.title} if i.title else {}), "content": i.content[:120]} for i in items]  # fmt: skip
-    return {**result, "files": len({i.path for i in items}), "items": shown if dry_run else len(items)}
+    out = {**result, "files": len({i.path for i in items}), "items": shown if dry_run else len(items)}
+    return out | ({"skipped": [{**s, "path": harvest.relative(s["path"], cwd, home)} for s in skipped]}
+                  if skipped else {})  # fmt: skip
 
 
 def _import(doc: dict[str, Any], dry_run: bool, items: list[harvest.Item], progress: Progress | None) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from hivemem.manifest import BY_NAME
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Mapping
+    from typing import Any, TextIO
 
 
 def line(text: str) -> None:
@@ -139,7 +140,7 @@ def bar(state: tuple[str, int, int] | None, width: int) -> str:
     return f"{stage} [{'#' * filled}{'-' * (width - filled)}] {done:,}/{total:,}  "
 
 
-def dumps(obj: Any) -> str:
+def dumps(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -157,7 +158,7 @@ def error(exc: HivememError, json_mode: bool) -> int:
     return exc.exit_code
 
 
-# Hints for people at a terminal, for errors whose wire data carries no fix (the data stays as the SPEC has it).
+# Hints for people at a terminal, for errors whose wire data carries no fix (the data stays as docs/verbs.md has it).
 CLI_FIXES = {
     "conflict.memory_revision": "read it again (hivemem memory get --id ID) and retry with --revision {current}",
     "conflict.client_exists": "choose another --name, or first: hivemem client remove --name {client}",
@@ -182,7 +183,7 @@ def result(verb: str, ok: dict[str, Any], json_mode: bool) -> int:
     return 0
 
 
-def _write(stream: Any, text: str) -> None:
+def _write(stream: TextIO, text: str) -> None:
     """Write text; characters the terminal cannot encode are escaped rather than crashing."""
     data = (text + "\n").encode("utf-8", "backslashreplace")
     try:
@@ -222,19 +223,19 @@ PREVIEW = "Preview only: nothing was written. To {effect} it, run the same comma
 
 
 def _with_review(cols: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
-    """Memories with a review state get a REVIEW column before their text, saying why (SPEC 8.2)."""
+    """Memories with a review state get a REVIEW column before their text, saying why (docs/governance.md)."""
     if not any(r.get("review") for r in rows) or not cols or cols[-1][0] != "TEXT":
         return cols
     return (*cols[:-1], ("REVIEW", "review"), cols[-1])
 
 
-def _pairs(ok: dict[str, Any]) -> list[str]:
+def _pairs(ok: Mapping[str, object]) -> list[str]:
     width = max((len(k) for k in ok), default=0)
     return [f"{k:<{width}}  {v if isinstance(v, str) else dumps(v)}" for k, v in ok.items()]
 
 
 def _why(m: dict[str, Any]) -> str:
-    """Why a memory needs review (SPEC 2.1): expired since expires_at, due since review_after, or flagged."""
+    """Why a memory needs review (docs/verbs.md): expired since expires_at, due since review_after, or flagged."""
     if m.get("review") == "expired":
         return f"expired {m.get('expires_at', '')}".strip()
     if m.get("review") == "due":
@@ -251,8 +252,13 @@ def _preview(ok: dict[str, Any]) -> str:
 
 def _footer(ok: dict[str, Any]) -> list[str]:
     lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
+    if isinstance(ok.get("window"), dict):  # the absolute window of a search or list with since/until
+        w = ok["window"]
+        lines.append(f"window: {w.get('on')} from {w.get('since', 'the start')} to before {w.get('until', 'now')}")
     if isinstance(ok.get("planned"), dict):  # an import's plan
         lines.append("planned: " + ", ".join(f"{n} {what}" for what, n in ok["planned"].items()))
+    if isinstance(ok.get("items"), list):  # `hivemem import --dry-run`: the files it would not read, and why
+        lines += [f"skipped {s['path']}: {s['why']}" for s in ok.get("skipped") or []]
     if isinstance(ok.get("counts"), dict) and "usage_recorded" in ok:  # memory.hygiene
         lines.append(hygiene_counts(ok))
     if ok.get("versions"):  # memory.history
@@ -325,16 +331,22 @@ def _cell(header: str, member: str, record: dict[str, Any]) -> str:
     return "" if value is None else str(value)
 
 
-def help_text(version: str, top: dict[str, str], verbs: list[tuple[str, str]]) -> None:
+def help_text(version: str, groups: list[tuple[str, list[tuple[str, str]]]]) -> None:
+    """`hivemem --help`: the commands under headings, each once, and the shared sentences once at the end."""
+    from hivemem.manifest import SECRET_SENTENCE, TRUST_SENTENCE
+
     lines = [f"hivemem {version}: a shared, local-first memory store for AI agents", "",
-             "usage: hivemem <group> <verb> [--param value ...] [--json]", "", "commands:"]  # fmt: skip
-    width = max(len(n) for n, _ in [*top.items(), *verbs])
-    commands = {**top, **{n: s for n, s in verbs if n not in top}}
-    lines += [f"  {n:<{width}}  {s}" for n, s in commands.items()]
+             "usage: hivemem <command> [--param value ...] [--json]"]  # fmt: skip
+    width = max(len(n) for _, commands in groups for n, _ in commands)
+    for heading, commands in groups:
+        lines += ["", f"{heading}:"]
+        lines += [f"  {n:<{width}}  {s}" for n, s in commands]
     lines += [
         "",
+        f"Commands that print memories: {TRUST_SENTENCE}",
+        SECRET_SENTENCE.replace("is refused", "is refused wherever text is stored"),
         "HIVEMEM_TOKEN is the credential (@owner for the owner key).",
-        "`hivemem <group> <verb> --help` lists params.",
+        "`hivemem <command> --help` lists a command's params; `hivemem memory` lists a group's commands.",
     ]
     line("\n".join(lines))
 

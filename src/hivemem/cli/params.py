@@ -25,7 +25,11 @@ def flag(name: str) -> str:
 
 def help_text(p: Param) -> str:
     """A param's help on the command line: the manifest's text plus how the CLI reads its value."""
-    text = p.help
+    from hivemem.cli.wording import typed
+
+    text = typed(p.help)
+    if p.choices and p.type == "string" and p.name not in text:  # `--kind` says which kinds there are
+        text += f" One of: {', '.join(p.choices)}."
     if p.type == "string" and p.format in FREE_TEXT and not p.choices:
         text += " `-` reads it from stdin."
     elif p.type == "array":
@@ -114,10 +118,14 @@ def convert(p: Param, text: str) -> Any:
     if p.type == "string":
         if text == "-":
             text = _stdin(p)
-        if p.format == "path":  # the daemon's working directory is `/`: paths travel absolute (SPEC 12.1)
+        if p.format == "path":  # the daemon's working directory is `/`: paths travel absolute (docs/operations.md)
             import os
 
             return os.path.abspath(os.path.expanduser(text))
+        if p.format == "when":  # 7d, yesterday, a date: resolved here, in the caller's time zone (hivemem/dates.py)
+            from hivemem.dates import resolve
+
+            return resolve(text)
         return placeholder(text, param=p.name) if p.format == "space" else text
     if p.type in ("integer", "number"):
         try:

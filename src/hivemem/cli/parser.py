@@ -6,7 +6,7 @@ import argparse
 
 from hivemem.cli.params import flag, help_text
 from hivemem.errors import InvalidParams
-from hivemem.manifest import VERBS, Verb
+from hivemem.manifest import NOT_RUN, VERBS, Verb
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
@@ -19,10 +19,18 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments:"):
             flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
-            if flags:  # SPEC 10: an unknown param is invalid_params.unknown, whatever the surface
-                name = flags[0][2:].split("=", 1)[0].replace("-", "_")
-                raise InvalidParams("unknown", f"{self.prog} has no --{flags[0][2:].split('=', 1)[0]}", param=name)
+            if flags:  # an unknown param is invalid_params.unknown, whatever the surface (docs/protocol.md)
+                typed = flags[0].split("=", 1)[0]
+                name = typed[2:].replace("-", "_")
+                raise InvalidParams("unknown", f"{self.prog} has no {typed}{self._did_you_mean(typed)}", param=name)
         raise InvalidParams("usage", message, usage=self.format_usage().strip())
+
+    def _did_you_mean(self, typed: str) -> str:
+        from hivemem.cli import suggest
+
+        flags = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+        near = suggest.flag(typed, flags)
+        return f"; did you mean {near}?" if near else ""
 
 
 def find_verb(argv: list[str]) -> tuple[Verb | None, list[str]]:
@@ -34,8 +42,15 @@ def find_verb(argv: list[str]) -> tuple[Verb | None, list[str]]:
     return None, argv
 
 
+def examples(verb: Verb) -> str:
+    """The verb's examples for --help, without the docs test's marks (docs/decisions.md D325)."""
+    return "\n".join(line for e in verb.examples for line in e.splitlines() if not line.startswith(NOT_RUN))
+
+
 def verb_parser(verb: Verb, prog: str) -> Parser:
-    parser = Parser(prog=prog, description=verb.summary, epilog="\n".join(verb.examples) or None)
+    from hivemem.cli.wording import typed
+
+    parser = Parser(prog=prog, description=typed(verb.summary), epilog=examples(verb) or None)
     parser.add_argument("--json", action="store_true", help="print the result object as JSON")
     for p in verb.params:
         if p.by_client:
@@ -44,7 +59,7 @@ def verb_parser(verb: Verb, prog: str) -> Parser:
         if p.type == "boolean":
             kw.update(nargs="?", const="true", metavar="true|false")
         elif p.type == "array":
-            kw.update(action="append")  # `--spaces a --spaces b` is both (SPEC 11.1)
+            kw.update(action="append")  # `--spaces a --spaces b` is both (docs/cli.md)
         parser.add_argument(f"--{flag(p.name)}", **kw)
     return parser
 

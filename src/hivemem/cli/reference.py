@@ -22,6 +22,7 @@ ERROR_CODES = (
     ("invalid_params.space", "a space name outside the grammar"),
     ("invalid_params.provenance", "a provenance member unknown, mistyped or over its bound"),
     ("invalid_params.query", "an empty or whitespace-only query"),
+    ("invalid_params.after", "a search cursor that is not the `next` of this same search"),
     ("invalid_params.secret_content", "a stored string that holds a secret (data.param, data.kind; never echoed)"),
     ("invalid_params.depth", "a param nested deeper than 32 levels of arrays and objects"),
     ("invalid_params.protocol", "a request before hello, a second hello, a line that is not a request"),
@@ -35,6 +36,11 @@ ERROR_CODES = (
     ("invalid_params.path", "a file path that is not absolute, or a file that cannot be read (data.path)"),
     ("invalid_params.embeddings_url", "an embeddings base_url that is not https nor http to a loopback host"),
     ("invalid_params.usage", "a command line the CLI cannot parse"),
+    (
+        "invalid_params.runtime_role",
+        "store init --runtime-role naming a role that does not exist, a superuser or "
+        "the schema's owner, or given for a store that is not a team store",
+    ),
     ("invalid_params.client_right", "a grant with a right other than read or write"),
     ("invalid_params.grant_scope", "a grant whose scope is not a selector"),
     ("invalid_params.relation", "a session relation without a parent, or not continue/fork/subagent"),
@@ -46,7 +52,11 @@ ERROR_CODES = (
     ("denied.write", "the caller lacks write on the space or memory"),
     ("denied.admin", "an admin verb called by a non-owner"),
     ("denied.token", "a bad, revoked or expired token at hello (data.reason)"),
-    ("denied.path", "a symlinked or foreign-owned store file or directory, or a directory others can write"),
+    (
+        "denied.path",
+        "a symlinked or foreign-owned store file or directory, a directory others can write, or a credential "
+        "file that is not a 0600 regular file of yours",
+    ),
     ("denied.peer", "the process listening on the socket runs as another user; nothing was sent (data.path)"),
     ("conflict.memory_revision", "the revision given is not the current one (data.current)"),
     ("conflict.memory_duplicate", "the change would duplicate a live memory (data.id)"),
@@ -69,18 +79,26 @@ ERROR_CODES = (
     ("unsupported.store_schema", "a newer or foreign database (data.found, data.supported)"),
     ("unsupported.store_backup", "store backup or restore of a team store: use pg_dump and pg_restore (data.fix)"),
     ("unsupported.embeddings_off", "vector search with embeddings off"),
+    (
+        "unsupported.store_driver",
+        "store.url names a PostgreSQL team store and its driver is not installed: "
+        "`pip install 'hivemem[team]'` (data.fix)",
+    ),
     ("failed.store", "a SQLite failure or corruption, or a PostgreSQL error"),
     ("failed.store_migration", "a migration failed; the old schema is kept"),
     ("failed.backup", "a backup that is not a valid hivemem store of this version (data.path)"),
     ("failed.repair_refused", "repair-fts refused a store whose canonical data is damaged (data.findings)"),
     ("failed.internal", "a bug; the daemon logs it and keeps serving"),
-    ("failed.daemon_start", "the daemon could not start (data.cause, data.path, data.fix; SPEC 6.1)"),
+    ("failed.daemon_start", "the daemon could not start (data.cause, data.path, data.fix; docs/protocol.md)"),
     ("failed.socket_dir", "the socket directory is a symlink, another user's, or not 0700 (data.path, data.fix)"),
     ("failed.disk_full", "the disk filled up; the write in progress was not made, earlier ones are kept"),
     ("failed.store_moved", "the store file was deleted or replaced under the daemon, which stops (data.path)"),
     ("failed.owner_key", "`HIVEMEM_TOKEN=@owner` but the owner key file cannot be read"),
     ("failed.protocol", "the daemon sent a reply larger than a frame"),
     ("failed.skill_install", "`hivemem skill install` could not write SKILL.md (data.path)"),
+    ("failed.no_token", "`--client NAME` but no token is saved for that client (data.fix: the command to run)"),
+    ("failed.credentials", "hivemem's credential file cannot be read or is not one (data.path, data.fix)"),
+    ("unsupported.version", "`hivemem --requires V`: this hivemem is older than V, which a plugin needs (data.fix)"),
 )
 
 
@@ -169,6 +187,13 @@ def verbs_markdown() -> str:
         "",
         "Every verb, from the manifest. The CLI, param validation and these docs come from it.",
         "",
+        "The examples run in order, in one shell, in a fresh home (tests/test_docs_examples.py runs them): the ids",
+        "they name (m1, m2, s1, ...) are those the examples before them made, and they act as the store's owner:",
+        "",
+        "```sh",
+        "export HIVEMEM_TOKEN=@owner",
+        "```",
+        "",
     ]
     for verb in VERBS:
         lines += verb_section(verb)
@@ -192,11 +217,16 @@ def cli_markdown() -> str:
         "| `hivemem serve` | runs the daemon in the foreground |",
         "| `hivemem ping` | `--json` |",
         "| `hivemem doctor` | `--json` |",
-        "| `hivemem mcp` | stdio MCP server for agents (docs/mcp.md) |",
-        "| `hivemem hook session-start\\|prompt-submit` | `--harness claude-code\\|codex` `--record-session`; "
+        "| `hivemem mcp` | `--client NAME` (its saved token); stdio MCP server for agents (docs/mcp.md) |",
+        "| `hivemem hook session-start\\|prompt-submit` | `--harness claude-code\\|codex` `--client NAME` "
+        "`--record-session`; "
         "recall for a harness hook, fails open (docs/hooks.md) |",
         "| `hivemem setup claude-code\\|codex\\|opencode` | prints the snippets to paste; edits nothing |",
         "| `hivemem skill [install]` | prints SKILL.md; `install` writes it to `~/.claude/skills/hivemem/` |",
+        "| `hivemem client add --save` | the `client add` flags; keeps the token in `credentials.json` beside the "
+        "config (0600) instead of printing it (docs/plugins.md) |",
+        "| `hivemem --requires VERSION COMMAND` | runs COMMAND if this hivemem is at least VERSION, else "
+        "`unsupported.version` (exit 10) |",
         "| `hivemem --version` | |",
         "",
         "Exit codes: 0 ok · 1 `failed.*` · 2 `invalid_params.*` and usage errors · 3 `not_found.*` · 4 `denied.*` · "
@@ -219,9 +249,18 @@ GENERATED = {"verbs.md": verbs_markdown, "cli.md": cli_markdown}
 
 
 def write(directory: str) -> None:
+    """The references into `directory` (docs/), the plugins and marketplaces into the repository's root above it."""
+    from hivemem.cli import plugin
+
     for name, render in GENERATED.items():
         with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
             f.write(render())
+    root = os.path.dirname(os.path.abspath(directory))
+    for name, text in plugin.files().items():
+        target = os.path.join(root, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def _set(args: list[str], json_mode: bool) -> int:
 
 
 def _refuse_password(url: str) -> None:
-    """A team store's password belongs in libpq's password file, never in hivemem's config (SPEC 16)."""
+    """A team store's password belongs in libpq's password file, never in hivemem's config (docs/team.md)."""
     from hivemem import config, libpq
 
     if url and libpq.target(url, {}).password == "store.url":

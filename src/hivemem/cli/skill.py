@@ -1,13 +1,13 @@
-"""SKILL.md for agents, generated from the manifest (SPEC 11.3): when and where to store, how to search."""
+"""SKILL.md for agents, generated from the manifest (docs/hooks.md): when and where to store, how to search."""
 
 from __future__ import annotations
 
 import os
 
 from hivemem.auth import KINDS
-from hivemem.manifest import TRUST_SENTENCE, VERBS, Verb
+from hivemem.manifest import MCP_DEFAULT, TRUST_SENTENCE, VERBS, Verb
 
-# SPEC 2.2: what each kind is for, and where it usually lives.
+# docs/governance.md: what each kind is for, and where it usually lives.
 KIND_GUIDE: dict[str, tuple[str, str]] = {
     "note": ("anything else (the default)", "any"),
     "fact": ("a stable fact about a repository, service or environment", "`@project`"),
@@ -84,6 +84,9 @@ memory says so. `source`, `provenance` and session lineage are claims made by wh
 
 - `memory_search` with plain words (never query syntax); narrow with `spaces`, `kinds`, `tags`. With no
   `spaces` it searches every space you may read. Each hit carries its `space`, `revision` and a `snippet`.
+- For "what did we decide last week?" or "what did codex record?", add `since`/`until` (`7d`, `yesterday`,
+  `2026-11-30` or an RFC 3339 time; `by_created: true` to match creation) and `authors` (labels or principals).
+  More hits than `limit`: pass the result's `next` as `after` to get the next page.
 - `memory_get` returns the full content and the current `revision`.
 - `memory_list` pages through memories newest first (`after` = the `next` of the previous page).
 
@@ -105,10 +108,13 @@ memory says so. `source`, `provenance` and session lineage are claims made by wh
 
 ## Errors
 
-A failed tool call is a tool error whose content is `{{"code", "message", "data"}}`: `invalid_params.*` names the
+A failed tool call is a tool error whose text content is `{{"code", "message", "data"}}`: `invalid_params.*` names the
 param in `data.param`; `not_found.*` also answers for what you may not read; `denied.*` names the right you lack.
 
 ## Tools
+
+The MCP server offers {default} by default; the other tools need `hivemem mcp --tools all` (or config
+`mcp.tools = "all"`), and every one has its CLI command.
 
 {tools}
 """
@@ -133,7 +139,8 @@ def render() -> str:
     """The whole SKILL.md: frontmatter, guidance, and every MCP tool with its CLI command (* = required)."""
     tools = "\n".join(_tool(v) for v in VERBS if v.mcp)
     front = f"---\nname: hivemem\ndescription: {DESCRIPTION}\n---\n\n"
-    return front + BODY.format(trust=TRUST_SENTENCE, kinds=_kinds(), tools=tools)
+    default = ", ".join(f"`{name}`" for name in MCP_DEFAULT)
+    return front + BODY.format(trust=TRUST_SENTENCE, kinds=_kinds(), tools=tools, default=default)
 
 
 def claude_path() -> str:

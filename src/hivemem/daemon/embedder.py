@@ -1,4 +1,4 @@
-"""The background embedding worker (SPEC 9.2): writes never wait for a provider.
+"""The background embedding worker (docs/embeddings.md): writes never wait for a provider.
 
 One thread finds pending memories on its own read connection, embeds them in batches of up to 32 off the
 writer, and hands each finished batch to the daemon's single writer to store. A failed batch (unreachable,

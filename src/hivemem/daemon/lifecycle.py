@@ -25,7 +25,7 @@ class Locks:
     socket_lock: str = ""
 
     def release(self) -> None:
-        """Remove the socket lock file while still holding it (SPEC 6.1), then let go of both."""
+        """Remove the socket lock file while still holding it (docs/protocol.md), then let go of both."""
         if self.socket_lock and self.fds:
             with contextlib.suppress(OSError):
                 if _names(self.socket_lock, self.fds[0]):

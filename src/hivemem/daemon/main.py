@@ -45,6 +45,7 @@ def limits_from(config: config_mod.Config) -> Limits:
         recall_min_similarity=tuned(config, "recall.min_similarity"),
         search_min_similarity=tuned(config, "search.min_similarity"),
         vector_weight=tuned(config, "search.vector_weight"),
+        import_max_bytes=config["import.max_bytes"],
     )
 
 
@@ -66,7 +67,7 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
         # so no client (a long-lived MCP adapter, a test runner) is left with a zombie or a child to wait for.
         os._exit(0)
     if on_demand:
-        os.setsid()  # its own session, as SPEC 6.1 says, not the starter's
+        os.setsid()  # its own session, as docs/protocol.md says, not the starter's
     os.umask(0o077)
     os.chdir("/")
     where: paths.Paths | None = None
@@ -82,7 +83,7 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     lifecycle.report(ready_fd)
     # The secret detector's import takes a few tenths of a second: build it now, beside the first requests.
     threading.Thread(target=secrets.warm, name="secrets-warm", daemon=True).start()
-    server = Server(store, config, owner_key, log, reload=reload)
+    server = Server(store, config, owner_key, log, reload=reload, key_path=where.owner_key)
     if not store.readonly:
         server.worker = start_embeddings(store, config, server, log)
     try:
@@ -144,7 +145,7 @@ def start(
 
 
 def _failed(error: HivememError, ready_fd: int | None, log: lifecycle.Log) -> int:
-    """Report a failed start on the pipe and in the log (SPEC 6.1); by hand, raise it for the CLI to print."""
+    """Report a failed start on the pipe and in the log (docs/protocol.md); by hand, raise it for the CLI to print."""
     log.write(f"start failed: {json.dumps(error.to_wire(), ensure_ascii=False)}")
     lifecycle.report(ready_fd, error)
     if ready_fd is None:

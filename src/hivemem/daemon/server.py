@@ -11,7 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from hivemem import __version__, ops, peer, progress, protocol, secrets
 from hivemem.auth import Principal
@@ -22,6 +23,9 @@ from hivemem.manifest import Verb
 from hivemem.protocol import MAX_FRAME, PROTOCOL, TooDeep, check_depth, decode, encode, reply, verb_and_params
 from hivemem.store import Store
 from hivemem.store.limits import Limits
+
+if TYPE_CHECKING:
+    from hivemem.daemon.embedder import Worker
 
 READERS = 4
 DRAIN_SECONDS = 2.0
@@ -39,14 +43,25 @@ COMPACT_PAUSE_SECONDS = 0.02
 COMPACT_SHARE = 100  # a merge that kept the writer busy for t seconds is followed by none for COMPACT_SHARE * t
 
 
+@dataclass(slots=True)
+class Connection:
+    """What the daemon holds for one client connection: its writer, who said hello on it (None before), and the
+    stream a stream verb began (the key its objects go under, and the stream), which the connection then serves."""
+
+    writer: asyncio.StreamWriter
+    principal: Principal | None = None
+    stream: tuple[str, ops.Stream] | None = None
+
+
 class Server:
     """Serves one store on one socket until idle, stopped or signalled."""
 
     def __init__(self, store: Store, config: Config, owner_key: str, log: Log, *,
-                 reload: Callable[[], tuple[Config, Limits]] | None = None) -> None:  # fmt: skip
+                 reload: Callable[[], tuple[Config, Limits]] | None = None, key_path: str = "") -> None:  # fmt: skip
         self.store = store
         self.config = config
         self.owner_key = owner_key
+        self.key_path = key_path  # where the owner key is read again whenever a hello presents one
         self.log = log
         self.store_id = store.store_id()
         self.writer = ThreadPoolExecutor(1, thread_name_prefix="writer")
@@ -62,7 +77,7 @@ class Server:
         self._new_events: asyncio.Event | None = None
         self.exit_code = 0
         self.moved = False
-        self.worker: Any = None  # the embedding worker (daemon.embedder.Worker) when a provider is on
+        self.worker: Worker | None = None  # the embedding worker when a provider is on
         self._compact: asyncio.TimerHandle | None = None
         self._compacting = False  # a merge of the index is under way
         self._compact_busy = 0.0  # the writer's time in the merge under way
@@ -178,7 +193,7 @@ class Server:
         self.connections += 1
         self._writers.add(writer)
         self._arm_idle()
-        state: dict[str, Any] = {"principal": None, "writer": writer}
+        state = Connection(writer)
         try:
             await self._lines(reader, writer, state)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -189,7 +204,7 @@ class Server:
             self.connections -= 1
             self._arm_idle()
 
-    async def _lines(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: dict[str, Any]) -> None:
+    async def _lines(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: Connection) -> None:
         while self.stopping is not None and not self.stopping.is_set():
             try:
                 line = await reader.readuntil(b"\n")
@@ -206,13 +221,13 @@ class Server:
                 continue
             writer.write(encode(await self.request(state, line)))
             await writer.drain()
-            if state.get("stream") is not None:
-                await self._stream(reader, writer, state["principal"], *state["stream"])
+            if state.stream is not None and state.principal is not None:
+                await self._stream(reader, writer, state.principal, *state.stream)
                 return
 
-    async def request(self, state: dict[str, Any], line: bytes) -> dict[str, Any]:
+    async def request(self, state: Connection, line: bytes) -> dict[str, object]:
         """One request line to one reply object; never raises."""
-        request_id: Any = None
+        request_id: int | str | None = None
         self.in_flight += 1
         try:
             message = decode(line)
@@ -220,7 +235,7 @@ class Server:
             verb, params = verb_and_params(message)
             if message.get("progress") is not True:
                 return reply(request_id, await self._run(state, verb, params, len(line)))
-            listener, over = self._progress(state["writer"], request_id)
+            listener, over = self._progress(state.writer, request_id)
             try:
                 return reply(request_id, await self._run(state, verb, params, len(line), listener))
             finally:
@@ -244,7 +259,7 @@ class Server:
         `{"id", "progress": {stage, done, total}}` before the reply: the first and last of each stage, and
         between them one every PROGRESS_SECONDS."""
         loop = asyncio.get_running_loop()
-        sent: list[Any] = ["", 0.0]  # the stage and time of the last frame
+        sent = ("", 0.0)  # the stage and time of the last frame
         silent = [False]
 
         def send(frame: bytes) -> None:
@@ -252,33 +267,34 @@ class Server:
                 writer.write(frame)
 
         def listener(stage: str, done: int, total: int) -> None:
+            nonlocal sent
             now = time.monotonic()
             if stage == sent[0] and done < total and now - sent[1] < PROGRESS_SECONDS:
                 return
-            sent[:] = [stage, now]
+            sent = (stage, now)
             frame = encode({"id": request_id, "progress": {"stage": stage, "done": done, "total": total}})
             loop.call_soon_threadsafe(send, frame)
 
         return listener, lambda: silent.__setitem__(0, True)
 
-    async def _run(self, state: dict[str, Any], verb: str, params: Any, size: int,
+    async def _run(self, state: Connection, verb: str, params: object, size: int,
                    listener: progress.Listener | None = None) -> dict[str, Any]:  # fmt: skip
         loop = asyncio.get_running_loop()
         if verb == "hello":
-            if state["principal"] is not None:
+            if state.principal is not None:
                 raise InvalidParams("protocol", "hello was already said on this connection")
             try:
                 principal = await loop.run_in_executor(self.readers, self._hello, params)
-            except Failed as exc:  # a reader opened after the store file moved finds it so (SPEC 6.1)
+            except Failed as exc:  # a reader opened after the store file moved finds it so (docs/protocol.md)
                 if exc.code == "failed.store_moved":
                     self._moved(exc)
                 raise
-            state["principal"] = principal
+            state.principal = principal
             return {**principal.author(), "server": f"hivemem {__version__}", "version": __version__,
                     "protocol": PROTOCOL, "store_id": self.store_id}  # fmt: skip
-        if state["principal"] is None:
+        who = state.principal
+        if who is None:
             raise InvalidParams("protocol", "say hello first")
-        who: Principal = state["principal"]
         if self.store.readonly and isinstance(params, dict):  # a read-only store still answers searches
             params = {**params, **{p.name: False for p in ops.verb_for(verb).params if p.writes and p.name in params}}
         if ops.needs_writer(verb, params):
@@ -288,7 +304,7 @@ class Server:
         traits = ops.verb_for(verb)  # known: it was dispatched
         if traits.stream:
             assert isinstance(result, ops.Stream), f"{traits.name} has the stream trait but returned no Stream"
-            state["stream"] = (traits.stream, result)
+            state.stream = (traits.stream, result)
         self._effect(traits, who)
         return result
 
@@ -299,17 +315,18 @@ class Server:
         elif verb.effect == "stop":
             asyncio.get_running_loop().call_soon(self.stop, f"{verb.name} by {who.id}")
 
-    async def _write(self, who: Principal, verb: str, params: Any, size: int,
+    async def _write(self, who: Principal, verb: str, params: object, size: int,
                      listener: progress.Listener | None) -> dict[str, Any]:  # fmt: skip
         """A write on the single writer; a read-only store refuses it in the store's own terms.
 
         Validation and its secret scan never run on the writer: a request of up to 20 KiB is checked here (a few
         milliseconds at most, and no thread hop), a larger one on a reader thread; only the checked write is queued.
+        A verb that reads a file (`reads_file`) always goes through a reader, which reads the file first.
         """
         loop = asyncio.get_running_loop()
         limit = self.store.limits.max_content_bytes
         try:
-            if size <= INLINE_CHECK_BYTES and secrets.ready():
+            if size <= INLINE_CHECK_BYTES and secrets.ready() and not ops.verb_for(verb).reads_file:
                 checked = ops.check(verb, params, limit)
                 return await loop.run_in_executor(
                     self.writer, progress.run, listener, ops.run, self.store, who, checked
@@ -325,13 +342,13 @@ class Server:
             self._announce()
             self._arm_compact(COMPACT_IDLE_SECONDS)
 
-    def _check_and_queue(self, who: Principal, verb: str, params: Any, limit: int,
+    def _check_and_queue(self, who: Principal, verb: str, params: object, limit: int,
                          listener: progress.Listener | None) -> Future[dict[str, Any]]:  # fmt: skip
-        checked = ops.check(verb, params, limit)
+        checked = ops.read_file(self.reader_store(), who, ops.check(verb, params, limit))
         return self.writer.submit(progress.run, listener, ops.run, self.store, who, checked)
 
     def _moved(self, error: Failed) -> None:
-        """The store file was deleted or replaced (SPEC 6.1): log it and stop; nothing more is written."""
+        """The store file was deleted or replaced (docs/protocol.md): log it and stop; nothing more is written."""
         if not self.moved:
             self.moved, self.exit_code = True, error.exit_code
             self.log.write(f"{error.code}: {error.message}")
@@ -391,11 +408,13 @@ class Server:
             return [encode({"error": Failed("internal", f"internal error: {type(exc).__name__}").to_wire()})], True
         return [encode({key: item}) for item in found], False
 
-    def _read(self, principal: Principal, verb: str, params: Any, listener: progress.Listener | None) -> dict[str, Any]:
+    def _read(
+        self, principal: Principal, verb: str, params: object, listener: progress.Listener | None
+    ) -> dict[str, Any]:
         with progress.listening(listener):
             return ops.dispatch(self.reader_store(), principal, verb, params)
 
-    def _hello(self, params: Any) -> Principal:
+    def _hello(self, params: object) -> Principal:
         if not isinstance(params, dict):
             raise InvalidParams("type", "hello params must be an object", param="params")
         check_depth(params)
@@ -404,9 +423,19 @@ class Server:
                 raise InvalidParams("unknown", f"hello has no param {name!r}", param=name)
             if not isinstance(value, str):
                 raise InvalidParams("type", f"{name} must be a string", param=name)
-        return self.reader_store().clients.authenticate(
-            params.get("token", ""), self.owner_key, self.config["grants.unknown"]
-        )
+        token = params.get("token", "")
+        return self.reader_store().clients.authenticate(token, self._owner_key(token), self.config["grants.unknown"])
+
+    def _owner_key(self, token: str) -> str:
+        """The owner key in force: read from its file when a hello presents an owner key, so a key copied to
+        this machine (or replaced) after the daemon started is the one accepted (docs/security.md)."""
+        if not self.key_path or not token.startswith("hm1.owner."):
+            return self.owner_key
+        try:
+            self.owner_key = self.reader_store().owner_key(self.key_path)
+        except (OSError, HivememError) as exc:
+            self.log.write(f"owner key unreadable at {self.key_path}: {exc}")
+        return self.owner_key
 
     def close(self) -> None:
         """Stop the threads, checkpoint the WAL and close every connection."""
@@ -420,7 +449,7 @@ class Server:
 
 
 class PeerChecked(asyncio.StreamReaderProtocol):
-    """Streams for connections from this user only: another uid is closed before a byte is read (SPEC 5.2)."""
+    """Streams for connections from this user only: another uid is closed before a byte is read (docs/schema.md)."""
 
     def __init__(self, reader: asyncio.StreamReader, handle: Any, log: Log) -> None:
         super().__init__(reader, handle)

@@ -1,4 +1,4 @@
-"""Why a daemon could not start: one error with `data: {cause, path, fix}` (SPEC 6.1, decision D47)."""
+"""Why a daemon could not start: one error with `data: {cause, path, fix}` (docs/protocol.md, decision D47)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hivemem.config import config_path
 from hivemem.errors import Failed, HivememError
 from hivemem.store import start_cause
 
-# Codes the SPEC names for particular start failures keep their code (and exit code); they gain cause,
+# Codes docs/protocol.md names for particular start failures keep their code (and exit code); they gain cause,
 # path and fix. Every other failure becomes failed.daemon_start.
 KEEP = {
     "unsupported.store_schema": "schema",
@@ -18,6 +18,7 @@ KEEP = {
     "conflict.store_locked": "store_locked",
     "invalid_params.config": "other",
     "failed.socket_dir": "permission",
+    "unsupported.store_driver": "other",  # its fix is the install that brings the driver (docs/team.md)
 }
 BY_CODE = {
     "failed.disk_full": "disk_full",

@@ -1,4 +1,4 @@
-"""Embedding providers behind one small interface (SPEC 9.2). Importing this package does no I/O.
+"""Embedding providers behind one small interface (docs/embeddings.md). Importing this package does no I/O.
 
 A provider turns texts into unit vectors: `embed(texts, query=..., timeout=...)` returns one list of floats
 per text, in order, or raises `EmbeddingError`. `model` is the name stored beside every vector it makes; two
@@ -12,7 +12,18 @@ from collections.abc import Callable
 
 from hivemem.embeddings.base import EmbeddingError, Provider, Settings, cut_text, unit, unit_vectors
 
-__all__ = ["PROVIDERS", "EmbeddingError", "Provider", "Settings", "cut_text", "make", "unit", "unit_vectors"]
+__all__ = [
+    "EXTRAS",
+    "PROVIDERS",
+    "EmbeddingError",
+    "Provider",
+    "Settings",
+    "cut_text",
+    "make",
+    "require_numpy",
+    "unit",
+    "unit_vectors",
+]
 
 
 def _http(settings: Settings) -> Provider:
@@ -34,7 +45,7 @@ def _fake(settings: Settings) -> Provider:
 
 
 # `fake` is registered like the others so that ranking tests and benchmarks run the same code path; the
-# config only offers off, http and local (SPEC 12.4).
+# config only offers off, http and local (docs/operations.md).
 PROVIDERS: dict[str, Callable[[Settings], Provider]] = {"http": _http, "local": _local, "fake": _fake}
 
 
@@ -42,4 +53,17 @@ def make(settings: Settings) -> Provider | None:
     """The configured provider, or None when embeddings are off."""
     if settings.provider == "off":
         return None
+    require_numpy(settings.provider)
     return PROVIDERS[settings.provider](settings)
+
+
+EXTRAS = {"local": "local", "http": "embeddings", "fake": "embeddings"}  # the extra that brings each one's needs
+
+
+def require_numpy(provider: str) -> None:
+    """The vector index runs on NumPy, which comes with the `embeddings` and `local` extras (docs/embeddings.md);
+    without it, an EmbeddingError names the install."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError as exc:
+        raise EmbeddingError(f"embeddings need NumPy: pip install 'hivemem[{EXTRAS[provider]}]'") from exc

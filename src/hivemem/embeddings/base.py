@@ -22,7 +22,7 @@ class Provider(Protocol):
 
 @dataclass(frozen=True)
 class Settings:
-    """The `[embeddings]` config keys a provider needs (SPEC 12.4)."""
+    """The `[embeddings]` config keys a provider needs (docs/operations.md)."""
 
     provider: str = "off"
     base_url: str = ""
@@ -60,6 +60,6 @@ def unit_vectors(raw: Sequence[Sequence[float]], count: int, dimensions: int = 0
 
 
 def cut_text(title: str, content: str, max_bytes: int) -> str:
-    """`title + "\\n\\n" + content` cut at a UTF-8 boundary to `max_bytes` (SPEC 9.2)."""
+    """`title + "\\n\\n" + content` cut at a UTF-8 boundary to `max_bytes` (docs/embeddings.md)."""
     data = (title + "\n\n" + content).encode("utf-8")[:max_bytes]
     return data.decode("utf-8", errors="ignore")

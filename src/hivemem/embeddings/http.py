@@ -1,4 +1,4 @@
-"""An OpenAI-compatible `POST <base_url>/embeddings` (SPEC 9.2): Ollama, llama.cpp server, LM Studio, vendors.
+"""An OpenAI-compatible `POST <base_url>/embeddings` (docs/embeddings.md): Ollama, llama.cpp server, LM Studio, vendors.
 
 Only `embeddings.api_key` is ever sent as a credential; nothing else (no environment variable, no file) is read.
 """
@@ -17,6 +17,14 @@ from hivemem.embeddings.base import EmbeddingError, Settings, unit_vectors
 MAX_REPLY = 64 << 20  # bytes read from a reply at most: 32 vectors of 65,536 floats fit
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Every 3xx is an error: a redirect would carry memory text and the `Authorization` header to a host the
+    config never named, plain http included (docs/security.md)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
 class HttpProvider:
     def __init__(self, settings: Settings) -> None:
         check_embeddings_url(settings.base_url)
@@ -27,7 +35,8 @@ class HttpProvider:
         if settings.api_key:
             self.headers["Authorization"] = f"Bearer {settings.api_key}"
         # No proxy from the environment: memory text goes to the configured host and nowhere else.
-        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        # No redirect followed, to any host.
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
     def embed(self, texts: Sequence[str], *, query: bool, timeout: float) -> list[list[float]]:
         body = json.dumps({"model": self.model, "input": list(texts)}).encode("utf-8")
@@ -36,6 +45,9 @@ class HttpProvider:
             with self.opener.open(request, timeout=timeout) as response:
                 raw = response.read(MAX_REPLY + 1)
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                raise EmbeddingError(f"the endpoint answered HTTP {exc.code} (a redirect, never followed: set "
+                                     "embeddings.base_url to the address that answers)") from None  # fmt: skip
             raise EmbeddingError(f"the endpoint answered HTTP {exc.code}") from None
         except (TimeoutError, urllib.error.URLError, OSError) as exc:
             raise EmbeddingError(f"the endpoint is unreachable or timed out: {exc}") from None

@@ -1,1 +1,1 @@
-"""ADAPTER: harness hooks for Claude Code and Codex (SPEC 11.3): read-only recall that fails open."""
+"""ADAPTER: harness hooks for Claude Code and Codex (docs/hooks.md): read-only recall that fails open."""

@@ -73,3 +73,9 @@ def output(event: str, text: str) -> str:
     """The one line both harnesses read: `{"hookSpecificOutput": {hookEventName, additionalContext}}`."""
     payload = {"hookSpecificOutput": {"hookEventName": EVENTS[event], "additionalContext": text}}
     return json.dumps(payload, ensure_ascii=True, separators=(",", ":"))
+
+
+def system_message(text: str) -> str:
+    """A message the harness shows the person (never the model), for a hook that cannot recall and must say why:
+    no saved token, an older hivemem than the plugin needs (docs/plugins.md). Never blocks: no `decision`."""
+    return json.dumps({"systemMessage": text}, ensure_ascii=True, separators=(",", ":"))

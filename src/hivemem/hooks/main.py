@@ -16,12 +16,14 @@ from hivemem.client import DaemonClient
 from hivemem.config import load
 from hivemem.errors import HivememError
 from hivemem.hooks.harness import EVENTS, HookInput, Refused, output, parse, read_stdin
+from hivemem.hooks.harness import system_message as system_message  # cli/main.py says `--requires` with it
 from hivemem.manifest import BY_NAME
 
-BUDGET = 1.3  # seconds from entry; interpreter start-up spends the rest of SPEC 6.1's 1.5 s
+BUDGET = 1.3  # seconds from entry; interpreter start-up spends the rest of docs/hooks.md's 1.5 s
 HARNESSES = ("claude-code", "codex")
 USAGE = (
-    "usage: hivemem hook session-start|prompt-submit [--harness claude-code|codex] [--record-session]\n\n"
+    "usage: hivemem hook session-start|prompt-submit [--harness claude-code|codex] [--client NAME] "
+    "[--record-session]\n\n"
     "Reads the harness's hook JSON on stdin and prints the recall envelope as additionalContext.\n"
     "Read-only and fail-open: any problem means no output, exit 0, and a line in logs/hooks.log."
 )
@@ -34,6 +36,7 @@ class Options:
     event: str
     harness: str = "claude-code"
     record_session: bool = False
+    client: str | None = None  # --client NAME: connect with that client's saved token
 
 
 def run(args: list[str], fd: int = 0) -> str:
@@ -44,35 +47,67 @@ def run(args: list[str], fd: int = 0) -> str:
     opts = Options(args[0] if args else "", "")
     try:
         opts = options(args)
-        return answer(opts, parse(read_stdin(fd, deadline), opts.event), deadline)
+        token = saved_token(opts)
+        return answer(opts, parse(read_stdin(fd, deadline), opts.event), deadline, token)
+    except NoToken as exc:  # the plugin's hook with no usable token: tell the person, once a session, the fix
+        log_failure(opts.event, opts.harness, reason(exc.error))
+        if opts.event != "session-start":
+            return ""
+        fix = exc.error.data.get("fix")
+        said = f"hivemem: {exc.error.message}, so nothing is recalled."
+        return system_message(f"{said} Fix: {fix}" if fix else said)
     except Exception as exc:  # fail open: memory must never block or break the harness
         log_failure(opts.event, opts.harness, reason(exc))
         return ""
 
 
+class NoToken(Exception):
+    """`--client NAME` and no token saved for NAME, or a credential file hivemem refuses to read."""
+
+    def __init__(self, error: HivememError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def saved_token(opts: Options) -> str | None:
+    """The token of `--client NAME` (None without the flag: HIVEMEM_TOKEN, else unknown)."""
+    if opts.client is None:
+        return None
+    from hivemem import credentials
+
+    try:
+        token = credentials.read(opts.client)
+    except HivememError as exc:  # an unsafe or unreadable credential file (denied.path, failed.credentials)
+        raise NoToken(exc) from None
+    if not token:
+        raise NoToken(credentials.no_token(opts.client))
+    return token
+
+
 def options(args: list[str]) -> Options:
     if not args or args[0] not in EVENTS:
         raise Refused(f"usage: unknown hook {args[0][:64] if args else ''!r}")
-    harness, record, rest = "claude-code", False, list(args[1:])
+    values: dict[str, str] = {"--harness": "claude-code"}
+    record, rest = False, list(args[1:])
     while rest:
         arg = rest.pop(0)
+        flag, equals, value = arg.partition("=")
         if arg == "--record-session":
             record = True
-        elif arg == "--harness" and rest:
-            harness = rest.pop(0)
-        elif arg.startswith("--harness="):
-            harness = arg.partition("=")[2]
+        elif flag in ("--harness", "--client") and (equals or rest):
+            values[flag] = value if equals else rest.pop(0)
         else:
             raise Refused(f"usage: unknown argument {arg[:64]!r}")
+    harness = values["--harness"]
     if harness not in HARNESSES:
         raise Refused(f"usage: --harness must be one of {', '.join(HARNESSES)}")
-    return Options(args[0], harness, record)
+    return Options(args[0], harness, record, values.get("--client"))
 
 
-def answer(opts: Options, hook: HookInput, deadline: float) -> str:
+def answer(opts: Options, hook: HookInput, deadline: float, token: str | None = None) -> str:
     """Recall over the fixed read path of the hook's cwd; the payload, or '' when nothing is recalled."""
     config = load()
-    client = DaemonClient(config, name=f"hook-{opts.harness}", budget=deadline - time.monotonic())
+    client = DaemonClient(config, token, name=f"hook-{opts.harness}", budget=deadline - time.monotonic())
     try:
         if opts.record_session:
             record_session(client, opts, hook)

@@ -1,9 +1,10 @@
-"""`hivemem mcp`: a stdio MCP server on the official SDK, one lazy daemon connection per session (SPEC 11.2)."""
+"""`hivemem mcp`: a stdio MCP server on the official SDK, one lazy daemon connection per session (docs/mcp.md)."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -14,10 +15,9 @@ from mcp.server.stdio import stdio_server
 
 from hivemem import __version__
 from hivemem.client import DaemonClient
-from hivemem.errors import Failed, HivememError, InvalidParams, Unsupported
+from hivemem.errors import Failed, HivememError, Unsupported
 from hivemem.manifest import TRUST_SENTENCE, Verb
 from hivemem.mcp import stdio, tools
-from hivemem.protocol import MAX_FRAME, encode
 
 log = logging.getLogger("hivemem.mcp")
 BROKEN = ("unavailable.daemon_gone", "failed.protocol")  # the connection is unusable after these
@@ -37,16 +37,15 @@ class Connection:
     the search (D45).
     """
 
-    def __init__(self, cwd: str) -> None:
+    def __init__(self, cwd: str, token: HivememError | str | None = None) -> None:
         self.cwd = cwd
+        self.token = token  # None: HIVEMEM_TOKEN; a string: a saved token (--client); an error: why there is none
         self._client: DaemonClient | None = None
 
     def call(self, verb: Verb, arguments: dict[str, Any]) -> dict[str, Any]:
         """Resolve placeholders, send one request, return its `ok`."""
         client = self._connected()
         params = tools.prepare(verb, arguments, self.cwd, client.config["recall.team_spaces"])
-        if len(encode({"id": 0, "verb": verb.name, "params": params})) > MAX_FRAME:
-            raise InvalidParams("frame", f"a request is limited to {MAX_FRAME} bytes", max_bytes=MAX_FRAME)
         try:
             return client.request(verb.name, params)
         except HivememError as exc:
@@ -57,8 +56,10 @@ class Connection:
     def _connected(self) -> DaemonClient:
         if self._client is not None and not self._client.alive():
             self._drop()
+        if isinstance(self.token, HivememError):
+            raise self.token  # `--client NAME` with no saved token: every call says which command to run
         if self._client is None:
-            client = DaemonClient(name="mcp")
+            client = DaemonClient(token=self.token, name="mcp")
             try:
                 client.connect()
             except BaseException:
@@ -78,32 +79,41 @@ class Connection:
         self._drop()
 
 
-def ok_result(name: str, ok: dict[str, Any]) -> types.CallToolResult:
-    text = tools.result_text(tools.EXPOSED[name], ok)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=ok)
+def ok_result(ok: Mapping[str, object], noticed: bool) -> dict[str, object]:
+    """A result: the verb's `ok` as structured content, led by `notice` when it carries memory text (D271), and a
+    text block with the same JSON after the untrusted-data sentence, for clients that show only text.
+
+    Results are the wire dicts, not the SDK's models: the SDK validates and dumps a handler's result on its way
+    out anyway, and a model built here was dumped once more before that (D273)."""
+    text = tools.result_text(ok, noticed)
+    structured = {"notice": TRUST_SENTENCE, **ok} if noticed else ok
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
 
-def error_result(exc: HivememError) -> types.CallToolResult:
-    wire = exc.to_wire()
-    text = types.TextContent(type="text", text=tools.dumps(wire))
-    return types.CallToolResult(content=[text], structured_content=wire, is_error=True)
+def error_result(exc: HivememError) -> dict[str, object]:
+    """A tool error: one text block holding `{code, message, data}`, and no structured content, which clients
+    would check against the tool's output schema and report as a schema failure instead of the error
+    (docs/decisions.md D270)."""
+    return {"content": [{"type": "text", "text": tools.dumps(exc.to_wire())}], "isError": True}
 
 
 def tool(name: str, verb: Verb) -> types.Tool:
     hints = types.ToolAnnotations.model_validate(tools.hints(verb))
-    return types.Tool(name=name, description=verb.summary, input_schema=tools.input_schema(verb),
+    return types.Tool(name=name, description=tools.description(name), input_schema=tools.input_schema(verb),
                       output_schema=tools.output_schema(verb), annotations=hints)  # fmt: skip
 
 
-def build(connection: Connection) -> Server[Any]:
+def build(connection: Connection, which: str = "default") -> Server[Any]:
     """The low-level server: tools listed from the manifest, each call a few lines over the daemon connection."""
-    listed = types.ListToolsResult(tools=[tool(name, verb) for name, verb in tools.EXPOSED.items()])
+    served = tools.selected(which)
+    noticed = {name: tools.carries_memory_text(verb) for name, verb in served.items()}
+    listed = types.ListToolsResult(tools=[tool(name, verb) for name, verb in served.items()])
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         return listed
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
-        verb = tools.EXPOSED.get(params.name)
+        verb = served.get(params.name)
         if verb is None:
             return error_result(Unsupported("verb", f"unknown tool {params.name!r}", tool=params.name))
         try:
@@ -113,15 +123,15 @@ def build(connection: Connection) -> Server[Any]:
         except Exception as exc:  # a bug answers as a tool error; the session goes on
             log.exception("tool %s failed", params.name)
             return error_result(Failed("internal", f"internal error: {type(exc).__name__}"))
-        return ok_result(params.name, ok)
+        return ok_result(ok, noticed[params.name])
 
     return Server("hivemem", version=__version__, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)  # fmt: skip
 
 
-async def serve(cwd: str) -> None:
-    connection = Connection(cwd)
-    server = build(connection)
+async def serve(cwd: str, token: HivememError | str | None = None, which: str = "default") -> None:
+    connection = Connection(cwd, token)
+    server = build(connection, which)
     server.middleware = []  # the SDK's OpenTelemetry spans: hivemem exports no telemetry (D45)
     pipes = stdio.is_pipe(0) and stdio.is_pipe(1)
     try:
@@ -132,7 +142,8 @@ async def serve(cwd: str) -> None:
         connection.close()
 
 
-def run() -> int:
-    """Serve MCP on stdin/stdout until the harness closes them."""
-    anyio.run(serve, os.getcwd())
+def run(token: HivememError | str | None = None, which: str = "default") -> int:
+    """Serve MCP on stdin/stdout until the harness closes them; `token` as for Connection; the tool set `which`
+    (`default` or `all`)."""
+    anyio.run(serve, os.getcwd(), token, which)
     return 0

@@ -227,16 +227,16 @@ class Unanswered:
     """The ids of requests read but not yet answered, and a way to wait until there are none."""
 
     def __init__(self) -> None:
-        self.ids: set[Any] = set()
+        self.ids: set[object] = set()  # JSON-RPC request ids
         self._empty = anyio.Event()
         self._empty.set()
 
-    def add(self, request_id: Any) -> None:
+    def add(self, request_id: object) -> None:
         self.ids.add(request_id)
         if self._empty.is_set():
             self._empty = anyio.Event()
 
-    def discard(self, request_id: Any) -> None:
+    def discard(self, request_id: object) -> None:
         self.ids.discard(request_id)
         if not self.ids:
             self._empty.set()
@@ -259,7 +259,7 @@ class AnsweringReader(ReadStream):
         self._unanswered = unanswered
 
     @property
-    def last_context(self) -> Any:
+    def last_context(self) -> object:
         return getattr(self._inner, "last_context", None)  # the SDK streams carry the sender's context
 
     async def receive(self) -> SessionMessage | Exception:

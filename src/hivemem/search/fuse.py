@@ -1,4 +1,4 @@
-"""Reciprocal Rank Fusion (SPEC 9.1 step 4). Pure."""
+"""Reciprocal Rank Fusion (docs/embeddings.md). Pure."""
 
 from __future__ import annotations
 

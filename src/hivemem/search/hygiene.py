@@ -25,12 +25,18 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from hivemem import progress, secrets
 from hivemem.errors import Failed
 from hivemem.search.terms import CJK_RUN, bigrams, pieces, stopwords
 from hivemem.store.hygiene import Relation, Row, Scan
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from hivemem.records import HygieneFinding, HygieneReport
 
 KINDS = ("duplicate", "near_duplicate", "contradiction_candidate", "stale", "unused", "secret", "orphan_relation")
 CONTESTED = ("decision", "convention", "preference")  # kinds where two different texts on one topic may disagree
@@ -50,7 +56,7 @@ SECRET_FIELDS = ("content", "title", "tags", "source", "provenance")
 SCAN_ROWS = 200  # rows scanned as one text (measured: a third of the time of one scan per row)
 
 CanRead = Callable[[str, int], bool]
-Vectors = dict[int, Any]  # memory id -> unit vector (a NumPy array)
+Vectors = dict[int, "npt.NDArray[np.float32]"]  # memory id -> unit vector
 Fetch = Callable[[list[int]], Vectors]  # the vectors of these memories (those that have one)
 
 
@@ -162,8 +168,8 @@ def _cli(verb: str, params: dict[str, Any]) -> str:
 
 
 def _finding(kind: str, rows: Sequence[Row], reason: str, verb: str, params: dict[str, Any],
-             similarity: float | None = None) -> dict[str, Any]:  # fmt: skip
-    out: dict[str, Any] = {
+             similarity: float | None = None) -> HygieneFinding:  # fmt: skip
+    out: HygieneFinding = {
         "kind": kind,
         "memories": [f"m{r.id}" for r in rows],
         "space": rows[0].space,
@@ -185,6 +191,16 @@ def _negated(key: str) -> bool:
     return not NEGATIONS.isdisjoint(key.split())
 
 
+def _changed(a: Row, b: Row, wa: frozenset[str], wb: frozenset[str]) -> str:
+    """What sets two otherwise similar texts apart, when it changes their meaning: a number or version (`3.9` and
+    `3.11`), or a negation (`use tabs`, `never use tabs`); "" when neither (docs/hygiene.md)."""
+    if any(DIGIT.search(w) for w in wa ^ wb):
+        return "a number or version"
+    if _negated(a.capture_key) != _negated(b.capture_key):
+        return "a negation"
+    return ""
+
+
 class Report:
     """Builds the findings of one scan; `run` returns the memory.hygiene result."""
 
@@ -192,9 +208,9 @@ class Report:
                  embeddings: str) -> None:  # fmt: skip
         self.scan, self.can_read, self.vectors, self.now = scan, can_read, vectors, now
         self.unused_days, self.embeddings = unused_days, embeddings
-        self.found: list[dict[str, Any]] = []
+        self.found: list[HygieneFinding] = []
 
-    def run(self, limit: int) -> dict[str, Any]:
+    def run(self, limit: int) -> HygieneReport:
         active = [r for r in self.scan.rows if r.status == "active"]
         by_space: dict[str, list[Row]] = defaultdict(list)
         for row in active:
@@ -259,6 +275,15 @@ class Report:
         """Add the pair's finding, if any; whether one was added."""
         older, newer = (a, b) if _keep_first(a) < _keep_first(b) else (b, a)
         contested = a.kind == b.kind and a.kind in CONTESTED
+        changed = _changed(a, b, wa, wb)
+        if changed and (score >= NEAR or cos >= VECTOR_NEAR):  # near the same text, but a number or a "not" apart
+            why = (f"the same statement as m{newer.id} but for {changed} (word similarity {score:.2f}): not a "
+                   "duplicate; one may contradict the other")  # fmt: skip
+            params = {"source": f"m{newer.id}", "target": f"m{older.id}", "relation": "contradicts",
+                      "reason": "hygiene: contradiction candidate"}  # fmt: skip
+            self.found.append(_finding("contradiction_candidate", (older, newer), why, "memory.relate", params,
+                                       max(score, cos)))  # fmt: skip
+            return True
         if cos >= VECTOR_DUPLICATE:
             why = f"same meaning as m{newer.id}: vector similarity {cos:.3f} >= {VECTOR_DUPLICATE}"
             self.found.append(_finding("duplicate", (older, newer), why, "memory.challenge",
@@ -370,7 +395,7 @@ def _stamp(moment: datetime) -> str:
 
 def report(scan: Scan, can_read: CanRead, fetch: Fetch | None, *, unused_days: int, limit: int,
            embeddings: str, now: datetime | None = None,
-           read: Callable[[], None] = lambda: None) -> dict[str, Any]:  # fmt: skip
+           read: Callable[[], None] = lambda: None) -> HygieneReport:  # fmt: skip
     """The memory.hygiene result for one scan: in this process for a small scan, else in a worker process at
     low CPU priority, so that the daemon's writer never waits on this thread for the interpreter lock or for
     a core (docs/decisions.md D173).
@@ -400,7 +425,7 @@ def _vectors(fetch: Fetch, rows: Sequence[Row]) -> Vectors:
 
 
 def _in_worker(scan: Scan, pages: Iterator[list[Row]], can_read: CanRead, fetch: Fetch | None,
-               job: tuple[datetime, int, str, int], read: Callable[[], None]) -> dict[str, Any]:  # fmt: skip
+               job: tuple[datetime, int, str, int], read: Callable[[], None]) -> HygieneReport:  # fmt: skip
     ends = {e.id for r in scan.relations for e in (r.source, r.target) if e.space and can_read(e.space, e.id)}
     rest = Scan(relations=scan.relations, recalled=scan.recalled, usage_recorded=scan.usage_recorded)
     moment, unused_days, embeddings, limit = job
@@ -425,7 +450,7 @@ def _in_worker(scan: Scan, pages: Iterator[list[Row]], can_read: CanRead, fetch:
     return result
 
 
-def _heard(proc: subprocess.Popen[bytes]) -> dict[str, Any] | None:
+def _heard(proc: subprocess.Popen[bytes]) -> HygieneReport | None:
     """What the worker says on its output: progress reports, passed on to whoever listens here, then the
     result (None if it ended without one)."""
     assert proc.stdin is not None and proc.stdout is not None
@@ -439,7 +464,7 @@ def _heard(proc: subprocess.Popen[bytes]) -> dict[str, Any] | None:
         if said[0] == "progress":
             progress.report(*said[1:])
         else:
-            return cast(dict[str, Any], said[1])
+            return cast("HygieneReport", said[1])  # the worker's Report.run
 
 
 def _send_rows(pipe: Any, rows: list[Row], fetch: Fetch | None) -> None:

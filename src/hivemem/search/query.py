@@ -1,4 +1,5 @@
-"""memory.search (SPEC 9.1): terms, the backend's full-text list, the vector list, fusion and the snippet bound."""
+"""memory.search (docs/embeddings.md): terms, the backend's full-text list, the vector list, fusion and the snippet
+bound."""
 
 from __future__ import annotations
 
@@ -13,34 +14,39 @@ from hivemem.store.filters import Filter
 if TYPE_CHECKING:
     from hivemem.search.vector import Runtime
 
-LIST_MAX = 100  # SPEC 9.1: each list holds at most 100 candidates
+LIST_MAX = 100  # docs/embeddings.md: each list holds at most 100 candidates
 # FTS5's snippet counts tokens, and one token can be a whole memory (65,536 bytes without a space): 100 such
 # hits would not fit a reply frame. 64 ordinary tokens take a few hundred bytes, far below this cut.
 SNIPPET_MAX_BYTES = 2048
 FALLBACK = "embedding_unavailable"
 
 
-def search(store: Store, query: str, flt: Filter, limit: int, mode: str) -> dict[str, Any]:
-    """Ranked hits in the mode SPEC 9.1's table gives for `mode` and the state of embeddings."""
+def search(store: Store, query: str, flt: Filter, limit: int, mode: str, shown: int = 0,
+           last: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """Ranked hits in the mode docs/embeddings.md's table gives for `mode` and the state of embeddings: the page after
+    the `shown` hits of the pages before, the last of them `last`. `more` is (hits shown with this page, the
+    last one's id) when a page follows (docs/decisions.md D293)."""
     runtime: Runtime | None = store.embeddings
     if mode == "vector" and runtime is None:
         raise Unsupported("embeddings_off", "vector search needs embeddings; they are off", fix="use --mode fts")
     words = terms(query)  # an empty query is an error even when nothing could match
     if runtime is None or mode == "fts":
-        return fts_search(store, words, flt, limit)
+        return fts_search(store, words, flt, limit, shown, last)
     vector = runtime.embed_query(query)
     if vector is None:
         if mode == "vector":
             raise Unavailable("embeddings", f"the query could not be embedded: {runtime.last_error}",
                               fix="hivemem doctor  # or search with --mode fts")  # fmt: skip
-        return {**fts_search(store, words, flt, limit), "fallback": FALLBACK}
+        return {**fts_search(store, words, flt, limit, shown, last), "fallback": FALLBACK}
     limits = store.limits
     if not words:
         return {"mode": mode if mode == "vector" else "hybrid", "results": []}  # no word: matches nothing
     with store.search.snapshot():
         fts_ids = store.search.ranked(words, flt) if mode != "vector" else []
         near = runtime.vector_list(store.vectors, vector, flt, limits.search_min_similarity)
-        fused = rrf({"fts": fts_ids, "vector": [m for m, _ in near]}, {"vector": limits.vector_weight})[:limit]
+        every = rrf({"fts": fts_ids, "vector": [m for m, _ in near]}, {"vector": limits.vector_weight})
+        start = resume([m for m, _, _ in every], shown, last)
+        fused = every[start : start + limit]
         marked = {m for m, _, r in fused if "fts" in r}
         listed = store.search.listed(words, [m for m, _, _ in fused], marked, flt)
     similarity = dict(near)
@@ -57,17 +63,45 @@ def search(store: Store, query: str, flt: Filter, limit: int, mode: str) -> dict
             hit["vector_rank"] = ranks["vector"]
             hit["similarity"] = similarity[memory]
         results.append(hit)
-    return {"mode": "vector" if mode == "vector" else "hybrid", "results": results}
+    out = {"mode": "vector" if mode == "vector" else "hybrid", "results": results}
+    return _more(out, start, [m for m, _, _ in fused], len(every))
 
 
-def fts_search(store: Store, words: list[str], flt: Filter, limit: int) -> dict[str, Any]:
+def resume(ranked: list[int], shown: int, last: int | None) -> int:
+    """Where the page after `shown` hits starts in `ranked`: just after `last` where it still ranks, else at
+    `shown` (the store changed since the page before: docs/verbs.md says what the next page may then show)."""
+    if last is not None and last in ranked:
+        return ranked.index(last) + 1
+    return min(shown, len(ranked))
+
+
+def _more(out: dict[str, Any], start: int, page: list[int], total: int) -> dict[str, Any]:
+    """`out` with `more` when hits rank after the page's."""
+    if page and start + len(page) < total:
+        out["more"] = (start + len(page), f"m{page[-1]}")
+    return out
+
+
+def fts_search(store: Store, words: list[str], flt: Filter, limit: int, shown: int = 0,
+               last: int | None = None) -> dict[str, Any]:  # fmt: skip
     """Full text only. With one list, Reciprocal Rank Fusion keeps the full-text order (score 1/(60 + rank)),
-    so only the best `limit` rows of the list are ranked, read and given snippets (D39, D62)."""
+    so only the best rows of the list up to the page's end are ranked, and the page's rows read and given
+    snippets (D39, D62). A later page ranks again down to its end (D293)."""
+    if not shown:
+        found = store.search.full_text(words, flt, min(limit + 1, LIST_MAX))
+        start = 0
+    else:
+        with store.search.snapshot():
+            ids = store.search.ranked(words, flt)
+            start = resume(ids, shown, last)
+            page = ids[start : start + limit + 1]
+            found = store.search.listed(words, page, set(page), flt)
     results: list[dict[str, Any]] = []
-    for rank, hit in enumerate(store.search.full_text(words, flt, min(limit, LIST_MAX)), start=1):
+    for rank, hit in enumerate(found[:limit], start=start + 1):
         results.append({**hit, "snippet": cut(hit["snippet"], SNIPPET_MAX_BYTES), "score": 1.0 / (K + rank),
                         "fts_rank": rank})  # fmt: skip
-    return {"mode": "fts", "results": results}
+    out = {"mode": "fts", "results": results}
+    return _more(out, start, [int(h["id"][1:]) for h in results], start + len(found))
 
 
 def cut(text: str, limit: int) -> str:

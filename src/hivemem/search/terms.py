@@ -1,4 +1,4 @@
-"""Query terms of SPEC 9.1 step 2: tokens, their word runs, and Chinese, Japanese and Korean bigrams.
+"""Query terms of docs/embeddings.md: tokens, their word runs, and Chinese, Japanese and Korean bigrams.
 
 Pure text functions, shared by the query side (which FTS5 strings a query becomes) and the index side (the
 store's tokenizer cuts the same scripts into the same bigrams), so both always agree.
@@ -131,11 +131,11 @@ def select(found: list[tuple[str, bool]], *, floor: bool) -> list[str]:
 
 def terms(query: str) -> list[str]:
     """The FTS5 strings of a search: each kept token's word runs, CJK runs as bigrams, stopwords and repeats
-    dropped unless that would drop them all (SPEC 9.1 step 2)."""
+    dropped unless that would drop them all (docs/embeddings.md)."""
     found = units(tokens(query))
     return select(found, floor=False) or [unit for unit, _ in found]
 
 
 def floor_terms(query: str) -> list[str]:
-    """The relevance floor of recall (SPEC 11.3): as `terms`, never falling back, without one-character runs."""
+    """The relevance floor of recall (docs/hooks.md): as `terms`, never falling back, without one-character runs."""
     return select(units(query.replace("\x00", " ").split()), floor=True)

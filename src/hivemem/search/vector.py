@@ -1,4 +1,4 @@
-"""The vector list of SPEC 9.1 step 3, and the embeddings a running daemon searches with.
+"""The vector list of docs/embeddings.md, and the embeddings a running daemon searches with.
 
 `Runtime` pairs the configured provider with a `VectorIndex`: every vector of the provider's model held in
 memory, quantized to one signed byte per number with a scale per row (a quarter of float32: 38 MB at 100k x 384,
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,12 +37,24 @@ PAGE = 1000  # vectors read from the store at a time when the index loads (1.5 M
 # 100k x 384 on the 2-core machine under load 3 (D220): 1,024 rows a block 8.6-9.2 ms p50 all spaces, 512 rows
 # 9.8-10.7, 2,048 rows and more 33-282 ms. From about 1,200 rows of 384 OpenBLAS splits each product over two
 # threads, whose waking and spin-waiting on a busy machine costs far more than the product; below, one thread.
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    import numpy.typing as npt
+
+    Kind = TypeVar("Kind", bound=np.generic)
+
+    Floats = npt.NDArray[np.float32]  # vectors and per-row numbers
+    Codes = npt.NDArray[np.int8]  # quantized rows
+    Ints = npt.NDArray[np.int64]  # memory ids, row numbers
+    Mask = npt.NDArray[np.bool_]
+
 BLOCK_NUMBERS = 1024 * 384
 LEVELS = 127.0  # a row is stored as round(v / scale) in [-127, 127], scale = max |v| / 127
 SLACK = 1e-4  # float32 rounding of the approximate and the exact product, well above either (about 2e-5)
 
 
-def quantize(matrix: Any) -> tuple[Any, Any, Any]:
+def quantize(matrix: Floats) -> tuple[Codes, Floats, Floats]:
     """(codes, scale, error) of float32 rows: int8 codes with `matrix ~ codes * scale[:, None]`, and each
     row's exact residual norm |v - codes * scale|, which bounds the error of its product with a unit query
     (Cauchy-Schwarz)."""
@@ -118,7 +130,7 @@ class VectorIndex:
             if memory not in found and memory in self._row:
                 self._alive[self._row[memory]] = False
 
-    def _put(self, good: list[tuple[int, str, bytes]], matrix: Any) -> None:
+    def _put(self, good: list[tuple[int, str, bytes]], matrix: Floats) -> None:
         fresh = sum(1 for memory, _, _ in good if memory not in self._row)
         self._grow(self._n + fresh, matrix.shape[1])
         rows = np.empty(len(good), dtype=np.int64)
@@ -148,7 +160,7 @@ class VectorIndex:
         keep = self._n if self._width == width else 0
         self._width = width
 
-        def grown(old: Any, shape: Any, dtype: Any) -> Any:
+        def grown(old: npt.NDArray[Kind], shape: int | tuple[int, int], dtype: type[Kind]) -> npt.NDArray[Kind]:
             new = np.zeros(shape, dtype=dtype)
             if keep:
                 new[:keep] = old[:keep]
@@ -159,9 +171,9 @@ class VectorIndex:
         self._error = grown(self._error, capacity, np.float32)
         self._ids = grown(self._ids, capacity, np.int64)
         self._codes = grown(self._codes, capacity, np.int32)
-        self._alive = grown(self._alive, capacity, bool)
+        self._alive = grown(self._alive, capacity, np.bool_)
 
-    def _space_mask(self, flt: Filter) -> Any:
+    def _space_mask(self, flt: Filter) -> Mask | None:
         readable, wanted = flt.readable, None if flt.spaces is None else set(flt.spaces)
         if readable.everything and wanted is None:
             return None
@@ -176,7 +188,7 @@ class VectorIndex:
             mask |= extra
         return mask
 
-    def scan(self, stored: Vectors, query: Any, flt: Filter, floor: float,
+    def scan(self, stored: Vectors, query: Floats, flt: Filter, floor: float,
              limit: int = LIST_MAX) -> list[tuple[int, float]]:  # fmt: skip
         """Up to `limit` (memory, similarity) of admitted memories at or above `floor`, best first, then
         highest id; the similarity is the float32 product of the stored vector and the query."""
@@ -199,7 +211,7 @@ class VectorIndex:
             width = self._width
         return self._walk(stored, flt, limit, (query, width, floor), ids, approx, bound)
 
-    def _approximate(self, rows: Any, query: Any) -> Any:
+    def _approximate(self, rows: Ints | None, query: Floats) -> Floats:
         """scale * (codes . query) of all rows (None) or of `rows`, in blocks turned into float32: a one-space
         search reads only that space's rows. Error against the float32 product: at most the row's
         residual norm times |query| (1 for a unit query)."""
@@ -215,8 +227,8 @@ class VectorIndex:
         out *= self._scale[: self._n] if rows is None else self._scale[rows]
         return out
 
-    def _walk(self, stored: Vectors, flt: Filter, limit: int, asked: tuple[Any, int, float], ids: Any, approx: Any,
-              bound: Any) -> list[tuple[int, float]]:  # fmt: skip
+    def _walk(self, stored: Vectors, flt: Filter, limit: int, asked: tuple[Floats, int, float], ids: Ints,
+              approx: Floats, bound: Floats) -> list[tuple[int, float]]:  # fmt: skip
         """Check candidates against the whole filter in SQL and rescore them exactly, highest possible similarity
         first, until `limit` pass and no unchecked candidate can beat them.
 
@@ -254,7 +266,7 @@ class VectorIndex:
         return best[:limit]
 
 
-def _exact(blobs: dict[int, bytes], query: Any, width: int) -> dict[int, float]:
+def _exact(blobs: dict[int, bytes], query: Floats, width: int) -> dict[int, float]:
     """The float32 similarity of each memory's stored vector with the query."""
     good = [(m, b) for m, b in blobs.items() if len(b) == 4 * width]
     if not good:
@@ -264,7 +276,7 @@ def _exact(blobs: dict[int, bytes], query: Any, width: int) -> dict[int, float]:
     return {m: s for (m, _), s in zip(good, sims, strict=True)}
 
 
-def _largest(values: Any, k: int) -> float:
+def _largest(values: Floats, k: int) -> float:
     """The k-th largest of `values` (1 <= k <= len)."""
     return float(np.partition(values, len(values) - k)[len(values) - k])
 
@@ -283,7 +295,7 @@ class Runtime:
     def model(self) -> str:
         return self.provider.model
 
-    def embed_query(self, text: str) -> Any | None:
+    def embed_query(self, text: str) -> Floats | None:
         """The unit query vector, or None when the provider fails or runs out of time."""
         try:
             vector = self.provider.embed([text], query=True, timeout=self.query_timeout)[0]
@@ -292,5 +304,5 @@ class Runtime:
             return None
         return np.asarray(vector, dtype=np.float32)
 
-    def vector_list(self, stored: Vectors, query: Any, flt: Filter, floor: float) -> list[tuple[int, float]]:
+    def vector_list(self, stored: Vectors, query: Floats, flt: Filter, floor: float) -> list[tuple[int, float]]:
         return self.index.scan(stored, query, flt, floor)

@@ -1,10 +1,10 @@
 """The Store interface: everything ops may ask of a backend, in backend-neutral terms (docs/architecture.md).
 
-A backend (today `store/sqlite/`) implements these protocols; nothing above `store/` knows which one runs.
-Arguments are principals and filters (`hivemem.auth`, `store/filters.py`), memory and session numbers, and the
-validated params of a verb; results are the wire records of `hivemem.records`. A backend owns its connections:
-no caller ever holds one. Every method that writes runs inside the verb's `transaction()` when one is open (a
-nested change is a savepoint), and on its own otherwise.
+A backend (`store/sqlite/`, or `store/postgres/` for a team store) implements these protocols; nothing above
+`store/` knows which one runs. Arguments are principals and filters (`hivemem.auth`, `store/filters.py`), memory and
+session numbers, and the validated params of a verb; results are the wire records of `hivemem.records`. A backend
+owns its connections: no caller ever holds one. Every method that writes runs inside the verb's `transaction()` when
+one is open (a nested change is a savepoint), and on its own otherwise.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Memories(Protocol):
 
 
 class Sessions(Protocol):
-    """Session lineage (SPEC 7). `find` answers (number, reporter) of a session the caller can read."""
+    """Session lineage (docs/verbs.md). `find` answers (number, reporter) of a session the caller can read."""
 
     def find(self, session: str, visible: Visible) -> tuple[int, str]: ...
     def get(self, session: str, visible: Visible) -> Session: ...
@@ -86,7 +86,7 @@ class Sessions(Protocol):
 
 
 class Clients(Protocol):
-    """Client principals and their tokens (SPEC 4); the token itself is returned once and never kept."""
+    """Client principals and their tokens (docs/security.md); the token itself is returned once and never kept."""
 
     def authenticate(self, token: str, owner_key: str, unknown_grants: list[dict[str, str]]) -> Principal: ...
     def recheck(self, principal: Principal) -> None: ...
@@ -96,7 +96,7 @@ class Clients(Protocol):
 
 
 class Events(Protocol):
-    """The audit log (SPEC 8.5): appended by the other repositories, read here."""
+    """The audit log (docs/governance.md): appended by the other repositories, read here."""
 
     def page(self, keep: Keep, before: int | None, limit: int, types: tuple[str, ...],
              spaces: tuple[str, ...]) -> EventPage: ...  # fmt: skip
@@ -107,8 +107,8 @@ class Events(Protocol):
 
 
 class Vectors(Protocol):
-    """Stored embeddings (SPEC 5.3, 9.2): the worker's pending memories and their vectors, the vector list's
-    candidates, and `embeddings.reindex`."""
+    """Stored embeddings (docs/schema.md, docs/embeddings.md): the worker's pending memories and their vectors, the
+    vector list's candidates, and `embeddings.reindex`."""
 
     def pending(self, limit: int, skip: Sequence[int]) -> list[tuple[int, str, str, bytes]]: ...
     def put(self, model: str, items: Sequence[tuple[int, str, bytes, Sequence[float]]]) -> list[int]: ...
@@ -123,13 +123,15 @@ class Vectors(Protocol):
 
 
 class Search(Protocol):
-    """The lists of SPEC 9.1 and recall's selections; ranking is the backend's, exactly as the SPEC says."""
+    """The lists of docs/embeddings.md and recall's selections; ranking is the backend's, exactly as that says."""
 
     def full_text(self, words: list[str], flt: Filter, limit: int) -> list[Hit]: ...
     def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]: ...
     def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]: ...
     def ranked(self, words: list[str], flt: Filter) -> list[int]: ...
     def near(self, words: list[str], ids: list[int], window: int) -> set[int]: ...
+    def held(self, words: list[str], ids: list[int], window: int) -> dict[int, tuple[int, int, int]]: ...
+    def counts(self, words: list[str], flt: Filter) -> tuple[int, list[int]]: ...
     def listed(self, words: list[str], ids: list[int], marked: set[int], flt: Filter) -> list[Hit]: ...
     def shaped(self, ids: list[int], flt: Filter) -> list[dict[str, Any]]: ...
     def snapshot(self) -> AbstractContextManager[None]: ...
@@ -137,10 +139,10 @@ class Search(Protocol):
 
 
 class Operations(Protocol):
-    """Export, import, integrity, repair and backup (SPEC 12): files the daemon writes and reads itself."""
+    """Export, import, integrity, repair and backup (docs/operations.md): files the daemon writes and reads itself."""
 
     def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
-               include_deleted: bool, every_session: bool) -> Exported: ...  # fmt: skip
+               include_deleted: bool, sessions: Visible | None) -> Exported: ...  # fmt: skip
     def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported: ...
     def check(self) -> CheckReport: ...
     def repair_fts(self, apply: bool) -> Repair: ...
@@ -148,7 +150,7 @@ class Operations(Protocol):
 
 
 class Governance(Protocol):
-    """Drafts, review, challenges, archive, relations, move and a memory's audit (SPEC 8)."""
+    """Drafts, review, challenges, archive, relations, move and a memory's audit (docs/governance.md)."""
 
     def capture(self, actor: Principal, p: dict[str, Any], session: int | None, flt: Filter) -> Captured: ...
     def confirm(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written: ...

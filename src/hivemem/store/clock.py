@@ -1,4 +1,4 @@
-"""Timestamps as every store writes them (SPEC 2.1): RFC 3339 UTC with milliseconds."""
+"""Timestamps as every store writes them (docs/verbs.md): RFC 3339 UTC with milliseconds."""
 
 from __future__ import annotations
 

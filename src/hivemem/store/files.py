@@ -1,7 +1,8 @@
-"""Files the daemon writes beside the store or where the owner says (SPEC 5.2): exports and backups.
+"""Files the daemon writes beside the store or where the owner says (docs/schema.md): exports and backups.
 
-Each is written to a 0600 temporary name in its destination's directory, fsynced, checked, then published
-with a hard link, which never replaces an existing path, and the directory is fsynced.
+Each is written to a new 0600 file under a random temporary name in its destination's directory (created with
+`O_EXCL | O_NOFOLLOW`, so never through a file or link already there), fsynced, checked, then published with a
+hard link, which never replaces an existing path, and the directory is fsynced (docs/security.md).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import stat
 from collections.abc import Iterator
 
 from hivemem.errors import Conflict, Denied, InvalidParams
-from hivemem.paths import check_not_link, ensure_dir, fsync_dir
+from hivemem.paths import check_not_link, create_temporary, ensure_dir, fsync_dir, same_file
 
 
 def check_destination(dest: str) -> None:
@@ -26,8 +27,23 @@ def check_destination(dest: str) -> None:
         raise InvalidParams("path", f"{directory} does not exist", param="path", path=directory) from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise Denied("path", f"{directory} is not a directory (or is a symbolic link)", path=directory)
+    if others_can_change(st):
+        raise Denied("path", f"{directory} can be changed by another user, who could swap the file while it is "
+                     "written", path=directory,
+                     fix="write it into a folder of yours that only you can change")  # fmt: skip
     if check_not_link(dest):
         raise exists(dest)
+
+
+def others_can_change(st: os.stat_result) -> bool:
+    """Whether another user may rename or replace the entries of this directory (its owner, or a write right of
+    another group or of everyone without the sticky bit): they could swap a temporary file for one of theirs
+    between its creation and `VACUUM INTO`, and read the copy (docs/security.md)."""
+    if st.st_uid not in (os.getuid(), 0):
+        return True
+    if st.st_mode & stat.S_ISVTX:
+        return False
+    return bool(st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getgid()))
 
 
 def exists(dest: str) -> Conflict:
@@ -41,15 +57,34 @@ def default_dir(data_dir: str, name: str) -> str:
 
 
 def default_export(data_dir: str) -> str:
-    """`exports/hivemem-export-<time>.json` beside the store."""
+    """`exports/hivemem-export-<time>-<random>.json` beside the store: a name the daemon picks, which nobody
+    can have prepared."""
+    import secrets
     from datetime import UTC, datetime
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
-    return os.path.join(default_dir(data_dir, "exports"), f"hivemem-export-{stamp}.json")
+    name = f"hivemem-export-{stamp}-{secrets.token_hex(4)}.json"
+    return os.path.join(default_dir(data_dir, "exports"), name)
 
 
-def temporary(dest: str) -> str:
-    return f"{dest}.tmp-{os.getpid()}"
+@contextlib.contextmanager
+def new_database(dest: str) -> Iterator[str]:
+    """A new, empty 0600 file beside `dest` for SQLite to write a copy into (`VACUUM INTO` follows symbolic links
+    and writes into an empty file it finds): created here with `O_EXCL | O_NOFOLLOW` under a random name, and
+    checked after the block to be that same file, fsynced. Removed if the block fails."""
+    fd, tmp = create_temporary(dest)
+    try:
+        yield tmp
+        if not same_file(fd, tmp):
+            raise Denied("path", f"{tmp} was replaced while the copy was written", path=tmp)
+        os.fchmod(fd, 0o600)
+        os.fsync(fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    finally:
+        os.close(fd)
 
 
 def publish(tmp: str, dest: str) -> None:
@@ -62,14 +97,6 @@ def publish(tmp: str, dest: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     fsync_dir(os.path.dirname(dest))
-
-
-def fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Output:
@@ -98,8 +125,8 @@ class Output:
 def private_output(dest: str) -> Iterator[Output]:
     """Write `dest` as a new 0600 file: published only if the block completes, never half-written."""
     check_destination(dest)
-    tmp = temporary(dest)
-    out = Output(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    fd, tmp = create_temporary(dest)
+    out = Output(fd)
     try:
         yield out
         out.finish()

@@ -1,4 +1,4 @@
-"""The owner key file and fresh token secrets (SPEC 4.1): files and randomness, the same for every backend."""
+"""The owner key file and fresh token secrets (docs/security.md): files and randomness, the same for every backend."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds and periods from config (SPEC 12.4)."""
+    """Bounds and periods from config (docs/operations.md)."""
 
     max_content_bytes: int = 65536
     max_versions: int = 20
@@ -21,3 +21,4 @@ class Limits:
     recall_min_similarity: float = 0.3
     search_min_similarity: float = 0.0
     vector_weight: float = 1.0
+    import_max_bytes: int = 256 << 20

@@ -1,4 +1,4 @@
-"""Validation of a whole import document before anything is written (SPEC 12.1).
+"""Validation of a whole import document before anything is written (docs/operations.md).
 
 Every member is checked with the same rules as the verb params it becomes (memory.add, session.start), so an
 imported memory obeys every bound a new one does, secret scanning included. The first problem is
@@ -8,18 +8,20 @@ imported memory obeys every bound a new one does, secret scanning included. The 
 from __future__ import annotations
 
 import copy
+import errno
 import functools
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hivemem import progress, secrets
 from hivemem.auth import SPACE_RE
-from hivemem.errors import HivememError, InvalidParams
+from hivemem.errors import Denied, HivememError, InvalidParams
 from hivemem.manifest import BY_NAME, STATUSES, Param
-from hivemem.params import CANONICAL_TIME, ID_RE, INT64, MAX_TAGS, TAG_RE, check, has_control, no_secret, valid_time
+from hivemem.params import CANONICAL_TIME, ID_RE, INT64, MAX_TAGS, check, has_control, no_secret, valid_tag, valid_time
 
 FORMAT, VERSION = "hivemem.export", 1
 RELATIONS = ("supersedes", "contradicts", "related", "duplicates", "derived_from")
@@ -131,15 +133,40 @@ def read(path: str) -> Any:
     return parse(read_bytes(path))
 
 
-def read_bytes(path: str) -> bytes:
-    """The bytes of the document at `path` (absolute); one that cannot be read is refused."""
+def read_bytes(path: str, max_bytes: int = 256 << 20) -> bytes:
+    """The bytes of the document at `path` (absolute): only a regular file of this user's, opened without
+    following a symbolic link and without blocking (a FIFO or device is refused before any read), and only if it
+    holds at most `max_bytes` (`import.max_bytes`; docs/security.md)."""
     if not os.path.isabs(path):
         raise InvalidParams("path", f"{path} is not an absolute path", param="path")
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Denied("path", f"{path} is a symbolic link; hivemem does not follow it", path=path) from None
         raise InvalidParams("path", f"cannot read {path}: {exc.strerror}", param="path", path=path) from None
+    try:  # checked before `fdopen`, which raises for a directory and leaves the descriptor open
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidParams("path", f"{path} is not a regular file", param="path", path=path)
+        if st.st_uid != os.getuid():
+            raise Denied("path", f"{path} is owned by another user", path=path)
+        if st.st_size > max_bytes:
+            raise _too_large(path, max_bytes)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while being read
+        raise _too_large(path, max_bytes)
+    return data
+
+
+def _too_large(path: str, max_bytes: int) -> InvalidParams:
+    return InvalidParams("path", f"{path} is larger than import.max_bytes ({max_bytes} bytes)", param="path",
+                         path=path, max_bytes=max_bytes,
+                         fix="HIVEMEM_TOKEN=@owner hivemem config set --key import.max_bytes --value N")  # fmt: skip
 
 
 def parse(text: bytes) -> Any:
@@ -242,6 +269,8 @@ def _member(rule: Param, value: Any, at: str, limit: int, key: str | None = None
         return by
     if rule.name == "provenance" and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in DAEMON_ONLY}
+    if rule.format == "space" and isinstance(value, str) and not _has_secret(value):
+        scanned = False  # names repeat on every item: each distinct one is scanned once
     if rule.scanned and not scanned:
         rule = _unscanned(rule)
     try:
@@ -276,7 +305,7 @@ def scan_memories(items: list[Any], start: int, stop: int, limit: int) -> None:
             if key == "author":
                 if _has_secret(str(value.get("label", ""))):
                     _member(AUTHOR_LABEL, value["label"], f"{at}/author/label", limit)  # raises the refusal
-            elif MEMORY[key].scanned:
+            elif MEMORY[key].scanned and (key != "space" or _has_secret(str(value))):  # a space: once per name
                 if key == "provenance" and isinstance(value, dict):
                     value = {k: v for k, v in value.items() if k not in DAEMON_ONLY}
                 try:
@@ -380,7 +409,7 @@ def _bounded(max_bytes: int | None) -> Callable[[Any, int], bool]:
 
 def _plain_tags(tags: Any, limit: int) -> bool:
     return (type(tags) is list and len(tags) <= MAX_TAGS
-            and all(type(t) is str and t.isascii() and TAG_RE.match(t) for t in tags)
+            and all(type(t) is str and valid_tag(t) for t in tags)
             and len(set(tags)) == len(tags))  # fmt: skip
 
 

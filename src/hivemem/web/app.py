@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,7 @@ class Request:
         return [w.strip() for v in raw for w in v.split(",") if w.strip()]
 
     def spaces(self) -> list[str] | None:
-        """The `spaces` filter, `@project` and `@user` resolved as every client does (SPEC 3), from the
+        """The `spaces` filter, `@project` and `@user` resolved as every client does (docs/verbs.md), from the
         directory `hivemem ui` was started in."""
         return [placeholder(s, param="spaces") for s in self.words("spaces")] or None
 
@@ -75,6 +76,52 @@ def redirect(location: str) -> Response:
     return Response(303, location=location)
 
 
+# What a change did, shown once on the page it lands on (`?done=KEY`): fixed sentences, never text from the URL.
+NOTICES = {
+    "saved": "Saved: {id} is now at revision {revision}.",
+    "confirmed": "Confirmed {id}: it is active now, searched and recalled like any memory.",
+    "discarded": "Discarded {id}: it is deleted, and its page can restore it.",
+    "deleted": "Deleted {id}: it is hidden from search and recall; Restore below brings it back.",
+    "restored": "Restored {id}.",
+    "archived": "Archived {id}.",
+    "challenged": "Recorded {id} as {outcome}.",
+    "fixed": "Done: {fix}. The report below is read again.",
+}
+OUTCOME_WORDS = {"still_valid": "still valid", "needs_review": "needing review", "stale": "stale", "wrong": "wrong",
+                 "superseded": "superseded"}  # fmt: skip
+FIX_WORDS = {"memory.relate": "the two memories are related", "memory.unrelate": "the relation is removed",
+             "memory.archive": "the memory is archived", "memory.challenge": "the challenge is recorded"}  # fmt: skip
+
+
+def done(location: str, key: str, mid: str = "", **extra: str) -> Response:
+    """A redirect to `location` that shows the notice `key` there."""
+    query = {"done": key, **({"id": mid} if mid else {}), **extra}
+    joiner = "&" if "?" in location else "?"
+    fragment = ""
+    if "#" in location:
+        location, fragment = location.split("#", 1)
+        fragment = "#" + fragment
+    from urllib.parse import urlencode
+
+    return redirect(location + joiner + urlencode(query) + fragment)
+
+
+def notice(req: Request, **facts: object) -> str:
+    """The notice a redirect asked for, filled with checked values only (an id, a known outcome or fix)."""
+    template = NOTICES.get(req.arg("done"))
+    if template is None:
+        return ""
+    mid = req.arg("id")
+    values: dict[str, object] = {
+        "id": mid if re.fullmatch(r"m[0-9]{1,18}", mid) else "the memory",
+        "outcome": OUTCOME_WORDS.get(req.arg("outcome"), "challenged"),
+        "fix": FIX_WORDS.get(req.arg("fix"), "the fix is applied"),
+        "revision": "its newest revision",
+        **facts,
+    }
+    return template.format(**values)
+
+
 def error_page(status: int, message: str, detail: str = "") -> Response:
     extra = f"<p>{html.esc(detail)}</p>" if detail else ""
     body = f'<div class="error"><p>{html.esc(message)}</p>{extra}</div><p><a href="/search">Back to search</a></p>'
@@ -98,7 +145,7 @@ class Owner:
     def has(self, verb: str) -> bool:
         return verb in VERB_NAMES
 
-    def call(self, verb: str, **params: Any) -> dict[str, Any]:
+    def call(self, verb: str, **params: object) -> dict[str, Any]:
         clean = {k: v for k, v in params.items() if v is not None}
         with self._lock:
             if not self.client.alive():

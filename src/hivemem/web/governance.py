@@ -5,16 +5,19 @@ They appear when the daemon's manifest has the governance verbs; destructive cha
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlencode
 
 from hivemem.errors import InvalidParams
+from hivemem.records import Hit
 from hivemem.web import html
-from hivemem.web.app import PAGE, Owner, Request, Response, redirect
+from hivemem.web.app import PAGE, Owner, Request, Response, done, notice
 
 OUTCOMES = ("still_valid", "needs_review", "stale", "wrong", "superseded")
 DESTRUCTIVE = ("stale", "wrong", "superseded")
 ROWS = ("id", "space", "kind", "title", "text", "why", "updated", "")
+BACK = re.compile(r"/drafts(\?after=m[0-9]{1,18})?")  # the only places a confirm or discard returns to
 
 
 def available(owner: Owner) -> bool:
@@ -33,8 +36,9 @@ def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
         return ""
     mid, rev = m["id"], m["revision"]
     if m["status"] == "draft":
-        return "<h3>Draft</h3><p>Confirm it as it stands, or with the edits above; discard it with Delete.</p>" + (
-            html.form(f"/memory/{mid}/confirm", req.csrf, html.hidden("revision", rev), "Confirm draft")
+        back = html.hidden("back", "/drafts")
+        return "<p>A draft: confirm it as it stands, or edit it first; discard it with Delete.</p>" + (
+            html.form(f"/memory/{mid}/confirm", req.csrf, html.hidden("revision", rev) + back, "Confirm draft")
         )
     if m["status"] == "archived":
         return html.form(f"/memory/{mid}/restore", req.csrf, "", "Restore from archive")
@@ -45,8 +49,9 @@ def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
         + html.text_input("reason", "Reason", "")
     )
     return (
-        "<h3>Challenge</h3>"
+        '<div class="challenge">'
         + html.form(f"/memory/{mid}/challenge", req.csrf, fields, "Challenge")
+        + "</div>"
         + html.form(f"/memory/{mid}/archive", req.csrf, html.hidden("revision", rev), "Archive")
     )
 
@@ -63,7 +68,7 @@ def review(owner: Owner, req: Request) -> Response:
         + html.table(ROWS, rows, empty="Nothing is due for review.")
         + _pager("/review", req, page.get("next"))
     )
-    return Response(body=html.page("Review queue", body, memories=True))
+    return Response(body=html.page("Review queue", body, memories=True, current="/review", notice=notice(req)))
 
 
 def drafts(owner: Owner, req: Request) -> Response:
@@ -72,32 +77,30 @@ def drafts(owner: Owner, req: Request) -> Response:
         return _absent()
     page = owner.call("memory.list", status="draft", spaces=req.spaces(), after=req.arg("after") or None, limit=PAGE)
     rows = []
+    here = html.hidden("back", "/drafts" + (f"?{urlencode({'after': req.arg('after')})}" if req.arg("after") else ""))
     for m in page["memories"]:
-        confirm = html.form(f"/memory/{m['id']}/confirm", req.csrf, html.hidden("revision", m["revision"]), "Confirm")
-        discard = html.form(f"/memory/{m['id']}/delete", req.csrf, html.hidden("revision", m["revision"]), "Discard")
+        keep = html.hidden("revision", m["revision"]) + here
+        confirm = html.form(f"/memory/{m['id']}/confirm", req.csrf, keep, "Confirm")
+        discard = html.form(f"/memory/{m['id']}/delete", req.csrf, keep, "Discard")
         rows.append(_row(m, confirm + discard + html.link(f"/memory/{m['id']}", "Edit first")))
     body = (
         "<p>Drafts are what agents inferred; they are never searched or recalled until a person confirms them.</p>"
         + html.table(ROWS, rows, empty="No draft is waiting.")
         + _pager("/drafts", req, page.get("next"))
     )
-    return Response(body=html.page("Drafts", body, memories=True))
+    return Response(body=html.page("Drafts", body, memories=True, current="/drafts", notice=notice(req)))
 
 
-def _row(m: dict[str, Any], controls: str) -> list[str]:
+def _row(m: Hit, controls: str) -> list[str]:
     return [
-        html.link(f"/memory/{m['id']}", m["id"]),
-        html.esc(m["space"]),
-        html.esc(m["kind"]),
-        html.esc(m.get("title", "")),
-        html.esc(m.get("snippet", "")),
-        html.esc(m.get("review", m["status"])),
-        html.esc(m.get("updated", "")),
+        *html.memory_cells(m),
+        html.tok(m.get("review", m["status"])),
+        html.when(m.get("updated")),
         controls,
     ]
 
 
-def _challenge_inline(req: Request, m: dict[str, Any]) -> str:
+def _challenge_inline(req: Request, m: Hit) -> str:
     fields = html.hidden("revision", m["revision"]) + html.select("outcome", "", OUTCOMES)
     fields += html.text_input("replacement", "", "", placeholder="replacement id")
     return html.form(f"/memory/{m['id']}/challenge", req.csrf, fields, "Challenge")
@@ -125,7 +128,7 @@ def challenge(owner: Owner, req: Request, mid: str) -> Response:
     confirmed = req.field("confirm") == "1" and outcome in DESTRUCTIVE
     result = owner.call("memory.challenge", **params, confirm=True if confirmed else None)
     if result.get("applied"):
-        return redirect(f"/memory/{mid}")
+        return done(f"/memory/{mid}", "challenged", mid, outcome=outcome)
     return _preview(owner, req, mid, params, result)
 
 
@@ -161,9 +164,15 @@ def confirm(owner: Owner, req: Request, mid: str) -> Response:
         "tags": None if tags is None else [t.strip() for t in tags.split(",") if t.strip()],
     }
     owner.call("memory.confirm", id=mid, revision=req.integer("revision"), **edits)
-    return redirect(f"/memory/{mid}")
+    return done(back(req) or "/drafts", "confirmed", mid)
+
+
+def back(req: Request) -> str:
+    """Where a change from the drafts queue returns: the queue's page the form came from; nothing else."""
+    where = req.field("back") or ""
+    return where if BACK.fullmatch(where) else ""
 
 
 def archive(owner: Owner, req: Request, mid: str) -> Response:
     owner.call("memory.archive", id=mid, revision=req.integer("revision"))
-    return redirect(f"/memory/{mid}")
+    return done(f"/memory/{mid}", "archived", mid)

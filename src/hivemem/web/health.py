@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from hivemem.errors import HivememError
+from hivemem.records import Finding, Session
 from hivemem.web import html
 from hivemem.web.app import PAGE, Owner, Request, Response
 from hivemem.web.memories import memory_table
@@ -22,26 +23,33 @@ FINDINGS_SHOWN = 200  # findings listed on the page at most; the counts cover th
 AUTO_CHECK_MEMORIES = 20000
 
 
+SESSION_HEADERS = ("session", "harness", "harness session", "parent", "relation", "reported by", "started",
+                   "ended")  # fmt: skip
+# A session's fields are what its reporter said; an imported one keeps the start time its document gave.
+CLAIMED = ("<p>Each session's harness, ids, lineage and start are claims by whoever reported it; an imported session "
+           "keeps the start its import document claimed.</p>")  # fmt: skip
+
+
 def sessions(owner: Owner, req: Request) -> Response:
     page = owner.call("session.list", after=req.arg("after") or None, limit=PAGE)
     rows = [_session_row(s) for s in page["sessions"]]
     more = page.get("next")
     pager = f'<p class="pager">{html.link("/sessions?" + urlencode({"after": more}), "Older →")}</p>' if more else ""
-    headers = ("session", "harness", "harness session", "parent", "relation", "reported by", "started", "ended")
-    return Response(body=html.page("Sessions", html.table(headers, rows, empty="No session yet.") + pager))
+    body = CLAIMED + html.table(SESSION_HEADERS, rows, empty="No session yet.") + pager
+    return Response(body=html.page("Sessions", body, current="/sessions"))
 
 
-def _session_row(s: dict[str, Any]) -> list[str]:
+def _session_row(s: Session) -> list[str]:
     parent = s.get("parent")
     return [
-        html.link(f"/session/{s['session']}", s["session"]),
-        html.esc(s.get("harness")),
-        html.esc(s.get("harness_session", "")),
-        html.link(f"/session/{parent}", parent) if parent else "",
-        html.esc(s.get("relation", "")),
+        html.id_link(f"/session/{s['session']}", s["session"]),
+        html.tok(s.get("harness")),
+        html.tok(s.get("harness_session", "")),
+        html.id_link(f"/session/{parent}", parent) if parent else "",
+        html.tok(s.get("relation", "")),
         html.who(s.get("reported_by")),
-        html.esc(s.get("started")),
-        html.esc(s.get("ended", "")),
+        html.when(s.get("started")),
+        html.when(s.get("ended", "")),
     ]
 
 
@@ -49,8 +57,8 @@ def session(owner: Owner, req: Request, sid: str) -> Response:
     """One session: its chain of ancestors (claims by the harness that reported them) and its memories."""
     chain = owner.call("session.chain", session=sid)
     memories = owner.call("memory.list", session=sid, limit=PAGE)["memories"]
-    headers = ("session", "harness", "harness session", "parent", "relation", "reported by", "started", "ended")
-    note = "<p>The chain starts at the oldest ancestor; lineage is a claim made by whoever reported each session.</p>"
+    headers = SESSION_HEADERS
+    note = "<p>The chain starts at the oldest ancestor.</p>" + CLAIMED
     cut = '<p class="empty">The chain is longer than shown.</p>' if chain.get("truncated") else ""
     body = (
         note
@@ -59,52 +67,51 @@ def session(owner: Owner, req: Request, sid: str) -> Response:
         + "<h2>Memories from this session</h2>"
         + memory_table(memories)
     )
-    return Response(body=html.page(f"Session {sid}", body, memories=True))
+    return Response(body=html.page(f"Session {sid}", body, memories=True, current="/sessions"))
 
 
 def clients(owner: Owner, req: Request) -> Response:
     listed = owner.call("client.list")["clients"]
     rows = [
         [
-            html.esc(c["name"]),
-            html.esc(c["principal"]),
-            html.esc(_grants(c.get("grants", []))),
-            html.esc(c.get("created", "")),
-            html.esc(c.get("expires") or "never"),
+            html.tok(c["name"]),
+            html.tok(c["principal"]),
+            _grants(c.get("grants", [])),
+            html.when(c.get("created", "")),
+            html.when(c["expires"]) if c.get("expires") else "never",
         ]
         for c in listed
     ]
     note = "<p>Read-only here: add or remove clients with <code>hivemem client add|remove</code>.</p>"
     body = note + html.table(("name", "principal", "grants", "created", "expires"), rows, empty="No client yet.")
-    return Response(body=html.page("Clients", body))
+    return Response(body=html.page("Clients", body, current="/clients"))
 
 
 def _grants(grants: list[dict[str, str]]) -> str:
-    return ", ".join(f"{g['right']} {g['scope']}" for g in grants)
+    return ", ".join(html.tok(f"{g['right']} {g['scope']}") for g in grants)
 
 
 def health(owner: Owner, req: Request) -> Response:
     """Doctor's checks, the store's counts, spaces, and charts of what was added and recalled per day."""
     from hivemem import doctor
 
-    report = doctor.run()
-    checks = [
-        [
-            f'<span class="{html.esc(c["status"])}">{html.esc(c["status"])}</span>',
-            html.esc(c["id"]),
-            html.esc(c["message"]),
-            html.esc(c.get("fix", "")),
-        ]
-        for c in report["checks"]
-    ]
     status = owner.call("store.status")
+    memories = int(status.get("memories", 0))
+    checked: dict[str, Any] | HivememError | None = None
+    if memories <= AUTO_CHECK_MEMORIES or req.arg("check") == "1":
+        try:
+            checked = owner.call("store.check", online=True)
+        except HivememError as exc:
+            checked = exc
+    report = doctor.run(checked=checked if isinstance(checked, dict) else None)
+    checks = [_check_row(c) for c in report["checks"]]
     counts = [(k.replace("_", " ").capitalize(), html.esc(v)) for k, v in status.items()]
     spaces = owner.call("space.list", limit=PAGE)
     space_rows = [
         [
-            html.link("/search?" + urlencode({"spaces": s["space"]}), s["space"]),
+            html.id_link("/search?" + urlencode({"spaces": s["space"]}), s["space"]),
             html.esc(s["memories"]),
-            html.esc(s.get("updated", "")),
+            html.when(s.get("updated", "")),
         ]
         for s in spaces["spaces"]
     ]
@@ -112,19 +119,26 @@ def health(owner: Owner, req: Request) -> Response:
         "<h2>Doctor</h2>"
         + html.table(("status", "check", "finding", "fix"), checks)
         + f"<p>Pending embeddings: {html.esc(status.get('pending', 0))}. {_secrets_line(report['checks'])}</p>"
-        + _store_check_section(owner, req, int(status.get("memories", 0)))
+        + _store_check_section(checked, memories)
         + "<h2>Store</h2>"
         + html.dl(counts)
         + "<h2>Spaces</h2>"
         + html.table(("space", "memories", "updated"), space_rows, empty="No space yet.")
         + _charts(owner)
     )
-    return Response(body=html.page("Store health", body))
+    return Response(body=html.page("Store health", body, current="/health"))
 
 
-def _store_check_section(owner: Owner, req: Request, memories: int) -> str:
-    if memories <= AUTO_CHECK_MEMORIES or req.arg("check") == "1":
-        return _store_check(owner)
+def _check_row(c: dict[str, str]) -> list[str]:
+    """One doctor check; memory.hygiene links to the Hygiene page, where its findings are."""
+    name = html.link("/hygiene", c["id"]) if c["id"] == "memory.hygiene" else html.tok(c["id"])
+    return [f'<span class="{html.esc(c["status"])}">{html.esc(c["status"])}</span>', name, html.esc(c["message"]),
+            html.esc(c.get("fix", ""))]  # fmt: skip
+
+
+def _store_check_section(checked: dict[str, Any] | HivememError | None, memories: int) -> str:
+    if checked is not None:
+        return _store_check(checked)
     ask = html.form("/health#check", "", html.hidden("check", "1"), "Run the store check", method="get")
     why = (f"<p>With {memories:,} memories the check takes a while (it reads every page, row and event), so it runs "
            "when asked; writes go on meanwhile.</p>")  # fmt: skip
@@ -132,31 +146,30 @@ def _store_check_section(owner: Owner, req: Request, memories: int) -> str:
 
 
 def _secrets_line(checks: list[dict[str, str]]) -> str:
-    """The `secret` count of doctor's memory.hygiene line (the report ran once, for doctor), linked to it."""
+    """What doctor's memory.hygiene line found (the report ran once, for doctor), linked to the Hygiene page."""
     line = next((c for c in checks if c["id"] == "memory.hygiene"), None)
-    found = re.search(r"(\d+) secret", line["message"]) if line else None
-    if line is None or line["message"].startswith("not checked"):
-        return "Secrets in old rows: not checked."
+    if line is None or line["message"].startswith("skipped"):
+        return "Hygiene: not checked."
+    found = re.search(r"(\d+) secret", line["message"])
     count = int(found.group(1)) if found else 0
-    return f"Secrets found in old rows: {count} ({html.link('/hygiene', 'hygiene')})."
+    return f"Hygiene: {line['message']}; secrets found in old rows: {count} ({html.link('/hygiene', 'hygiene')})."
 
 
-def _store_check(owner: Owner) -> str:
+def _store_check(checked: dict[str, Any] | HivememError) -> str:
     """`store check --online`: the daemon checks on one of its read connections, so writes go on meanwhile."""
-    try:
-        report = owner.call("store.check", online=True)
-    except HivememError as exc:
-        failed = f'<p class="fail">{html.esc(exc.code)}: {html.esc(exc.message)}</p>'
+    if isinstance(checked, HivememError):
+        failed = f'<p class="fail">{html.esc(checked.code)}: {html.esc(checked.message)}</p>'
         return f'<section id="check"><h2>Store check</h2>{failed}</section>'
+    report = checked
     findings = report["findings"]
     if report["ok"]:
         verdict = '<p><span class="ok">ok</span>: no finding.</p>'
     else:
-        verdict = (f'<p><span class="fail">{len(findings)} finding{"s" if len(findings) != 1 else ""}</span>. '
+        verdict = (f'<p><span class="fail">{html.plural(len(findings), "finding")}</span>. '
                    "The full report: <code>HIVEMEM_TOKEN=@owner hivemem store check</code>; search index findings "
                    "are repaired by <code>hivemem store repair-fts</code>, damaged pages and a broken audit chain "
                    "by restoring a backup (docs/operations.md).</p>")  # fmt: skip
-    counts = html.table(("check", "findings"), [[html.esc(c), html.esc(n)] for c, n in report["counts"].items()],
+    counts = html.table(("check", "findings"), [[html.tok(c), html.esc(n)] for c, n in report["counts"].items()],
                         empty="")  # fmt: skip
     rows = [_finding_row(f) for f in findings[:FINDINGS_SHOWN]]
     more = len(findings) - FINDINGS_SHOWN
@@ -168,11 +181,11 @@ def _store_check(owner: Owner) -> str:
     return '<section id="check"><h2>Store check</h2>' + verdict + counts + listed + note + "</section>"
 
 
-def _finding_row(found: dict[str, Any]) -> list[str]:
+def _finding_row(found: Finding) -> list[str]:
     memory = found.get("memory")
     return [
-        html.esc(found["check"]),
-        html.link(f"/memory/{memory}", memory) if memory else "",
+        html.tok(found["check"]),
+        html.id_link(f"/memory/{memory}", memory) if memory else "",
         html.esc(found.get("event", "")),
         html.esc(found["detail"]),
     ]

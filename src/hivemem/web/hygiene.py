@@ -8,11 +8,14 @@ where it needs the id typed.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from hivemem.errors import InvalidParams
+from hivemem.records import HygieneFinding
 from hivemem.web import html
-from hivemem.web.app import Owner, Request, Response, redirect
+from hivemem.web.app import Owner, Request, Response, done, notice
 
 FIXES = ("memory.relate", "memory.unrelate", "memory.archive")  # the verbs /hygiene/fix may call
 FIELDS = ("id", "revision", "source", "target", "relation", "reason")
@@ -23,6 +26,51 @@ def available(owner: Owner) -> bool:
     return owner.has("memory.hygiene")
 
 
+KIND_WORDS = {
+    "duplicate": ("duplicate", "duplicates"),
+    "near_duplicate": ("near duplicate", "near duplicates"),
+    "contradiction_candidate": ("possible contradiction", "possible contradictions"),
+    "stale": ("stale memory", "stale memories"),
+    "unused": ("unused memory", "unused memories"),
+    "secret": ("stored secret", "stored secrets"),
+    "orphan_relation": ("broken relation", "broken relations"),
+}
+RELATION_WORDS = {"duplicates": "as a duplicate of", "contradicts": "as contradicting", "supersedes": "as superseding",
+                  "related": "as related to", "derived_from": "as derived from"}  # fmt: skip
+OUTCOME_WORDS = {"superseded": "superseded", "stale": "stale", "wrong": "wrong", "still_valid": "still valid",
+                 "needs_review": "needing review"}  # fmt: skip
+
+
+def say(verb: str, params: dict[str, Any]) -> str:
+    """A fix as a person says it: `Mark m11 as a duplicate of m9`, never the verb call."""
+    source, target = params.get("source", ""), params.get("target", "")
+    if verb == "memory.relate":
+        return f"Mark {source} {RELATION_WORDS.get(params.get('relation', ''), 'as related to')} {target}"
+    if verb == "memory.unrelate":
+        return f"Remove the {params.get('relation', '')} relation from {source} to {target}"
+    if verb == "memory.archive":
+        return f"Archive {params.get('id', '')}"
+    if verb == "memory.challenge":
+        by = f" by {params['replacement']}" if params.get("replacement") else ""
+        return f"Mark {params.get('id', '')} as {OUTCOME_WORDS.get(params.get('outcome', ''), 'challenged')}{by}"
+    if verb == "memory.purge":
+        return f"Purge {params.get('id', '')} for good (on its page)"
+    return verb
+
+
+def call_text(verb: str, params: Mapping[str, object]) -> str:
+    """The exact call, for those who want it."""
+    return verb + " " + " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def counted(counts: dict[str, int]) -> str:
+    """`1 duplicate and 2 possible contradictions`, or `no findings`."""
+    parts = [f"{n:,} {KIND_WORDS.get(k, (k, k))[0 if n == 1 else 1]}" for k, n in counts.items() if n]
+    if not parts:
+        return "No findings"
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+
+
 def page(owner: Owner, req: Request) -> Response:
     """Findings about what the owner reads (or the spaces asked for), with their reasons and fixes."""
     if not available(owner):
@@ -30,32 +78,47 @@ def page(owner: Owner, req: Request) -> Response:
     report = owner.call("memory.hygiene", spaces=req.spaces(), limit=LIMIT)
     rows = [
         [
-            html.esc(f["kind"]),
-            " ".join(html.link(f"/memory/{m}", m) for m in f["memories"]),
-            html.esc(f["space"]),
-            html.esc(f["reason"]),
+            html.esc(KIND_WORDS.get(f["kind"], (f["kind"],))[0].capitalize()),
+            " ".join(html.id_link(f"/memory/{m}", m) for m in f["memories"]),
+            html.tok(f["space"]),
+            _reason(f["reason"]),
             _fix(req, f),
         ]
         for f in report["findings"]
     ]
-    counts = ", ".join(f"{n} {kind}" for kind, n in report["counts"].items() if n) or "no findings"
     more = f" The first {LIMIT} are listed." if report["truncated"] else ""
+    memories = html.plural(int(report["memories"]), "memory", "memories")
     body = (
-        f"<p>{html.esc(counts)} in {html.esc(report['memories'])} memories.{html.esc(more)} Every fix shows a "
-        "preview first; nothing changes until you apply it. Contradictions are candidates: read both first.</p>"
-        + html.table(("kind", "memories", "space", "reason", "fix"), rows, empty="No findings: nothing to tidy.")
+        f"<p>{html.esc(counted(report['counts']))} in {html.esc(memories)}.{html.esc(more)} Every fix shows a "
+        "preview first; nothing changes until you apply it. A possible contradiction is only a candidate: read "
+        "both first.</p>"
+        + html.table(("finding", "memories", "space", "why", "fix"), rows, empty="No findings: nothing to tidy.")
     )
-    return Response(body=html.page("Hygiene", body, memories=True))
+    return Response(body=html.page("Hygiene", body, memories=True, current="/hygiene", notice=notice(req)))
 
 
-def _fix(req: Request, f: dict[str, Any]) -> str:
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+
+
+def _reason(reason: str) -> str:
+    """The report's reason for people: times as local times, the command-line hint as what to do here."""
+    reason = reason.replace("(if it still holds: --outcome still_valid)", "(if it still holds, mark it still valid)")
+    out, at = [], 0
+    for found in STAMP.finditer(reason):
+        out += [html.esc(reason[at : found.start()]), html.when(found.group(0))]
+        at = found.end()
+    return "".join(out) + html.esc(reason[at:])
+
+
+def _fix(req: Request, f: HygieneFinding) -> str:
     verb, params = f["action"]["verb"], f["action"]["params"]
+    said = f"<p>{html.esc(say(verb, params))}</p>"
     fields = "".join(html.hidden(k, v) for k, v in params.items() if k != "id")
     if verb == "memory.challenge":
-        return html.form(f"/memory/{params['id']}/challenge", req.csrf, fields, f"Preview: {params['outcome']}")
+        return said + html.form(f"/memory/{params['id']}/challenge", req.csrf, fields, "Preview")
     if verb in FIXES:
         keep = html.hidden("verb", verb) + "".join(html.hidden(k, v) for k, v in params.items())
-        return html.form("/hygiene/fix", req.csrf, keep, f"Preview: {verb.split('.')[1]}")
+        return said + html.form("/hygiene/fix", req.csrf, keep, "Preview")
     return html.link(f"/memory/{params['id']}", "Purge on its page")
 
 
@@ -69,13 +132,14 @@ def fix(owner: Owner, req: Request) -> Response:
         params["revision"] = req.integer("revision")
     if req.field("confirm") == "1":
         owner.call(verb, **params)
-        return redirect("/hygiene")
+        return done("/hygiene", "fixed", fix=verb)
+    said = say(verb, params)
     keep = html.hidden("verb", verb) + "".join(html.hidden(k, v) for k, v in params.items())
-    apply = html.form("/hygiene/fix", req.csrf, keep + html.hidden("confirm", "1"), f"Apply: {verb.split('.')[1]}",
+    apply = html.form("/hygiene/fix", req.csrf, keep + html.hidden("confirm", "1"), f"Apply: {said}",
                       danger=verb != "memory.relate")  # fmt: skip
-    call = " ".join(f"{k}={v}" for k, v in params.items())
     body = (
-        f"<p>Preview: this would call <code>{html.esc(verb)}</code> with {html.esc(call)}. "
-        "Nothing has changed yet.</p>" + apply + f"<p>{html.link('/hygiene', 'Cancel')}</p>"
+        f"<p>Preview: <strong>{html.esc(said)}</strong>. Nothing has changed yet.</p>"
+        f'<details class="call"><summary>The exact call</summary><code>{html.esc(call_text(verb, params))}'
+        "</code></details>" + apply + f"<p>{html.link('/hygiene', 'Cancel')}</p>"
     )
-    return Response(body=html.page(f"Preview: {verb}", body))
+    return Response(body=html.page(f"Preview: {said}", body, current="/hygiene"))

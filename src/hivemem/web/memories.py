@@ -6,28 +6,38 @@ from typing import Any
 from urllib.parse import urlencode
 
 from hivemem.auth import KINDS
+from hivemem.dates import resolve
 from hivemem.errors import HivememError, InvalidParams
 from hivemem.manifest import MODES, STATUSES
+from hivemem.records import Hit, Relation, VersionEntry
 from hivemem.web import governance, html
-from hivemem.web.app import PAGE, Owner, Request, Response, error_page, redirect
+from hivemem.web.app import PAGE, Owner, Request, Response, done, notice
 
 COLUMNS = ("id", "space", "kind", "title", "text", "tags", "status", "updated")
 
 
 def search(owner: Owner, req: Request) -> Response:
-    """Search with a query, or list newest first without one; filters for spaces, kinds, tags and status."""
+    """Search with a query, or list newest first without one; filters for spaces, kinds, tags, status, a time
+    window (relative forms resolved here, in this machine's time zone: docs/decisions.md D291) and authors."""
     query, status, mode = req.arg("q").strip(), req.arg("status", "active"), req.arg("mode", "auto")
     filters = {
         "spaces": req.spaces(),
         "kinds": req.words("kinds") or None,
         "tags": req.words("tags") or None,
+        "since": resolve(req.arg("since").strip()) or None,
+        "until": resolve(req.arg("until").strip()) or None,
+        "by_created": req.arg("by_created") == "1" or None,
+        "authors": req.words("authors") or None,
     }
     if query:
-        found = owner.call("memory.search", query=query, mode=mode, limit=PAGE, **filters)
+        found = owner.call("memory.search", query=query, mode=mode, limit=PAGE, after=req.arg("after") or None,
+                           **filters)  # fmt: skip
         rows = [m for m in found["results"] if m.get("status", "active") == status]
         fallback = f" (fell back from {found['fallback']})" if found.get("fallback") else ""
-        summary = f"<p>Mode: <strong>{html.esc(found['mode'])}</strong>{html.esc(fallback)} · {len(rows)} results</p>"
-        pager = ""
+        shown = html.plural(len(rows), "result")
+        summary = (f"<p>Mode: <strong>{html.esc(found['mode'])}</strong>{html.esc(fallback)} · {shown}"
+                   f"{_window(found.get('window'))}</p>")  # fmt: skip
+        pager = _pager(req, found.get("next"), "More results →")
     else:
         deleted = req.arg("deleted") == "1"
         listed = owner.call(
@@ -38,9 +48,11 @@ def search(owner: Owner, req: Request) -> Response:
             include_deleted=deleted or None,
             **filters,
         )
-        rows, summary = listed["memories"], "<p>Mode: <strong>list</strong> (newest first)</p>"
+        rows = listed["memories"]
+        summary = f"<p>Mode: <strong>list</strong> (newest first){_window(listed.get('window'))}</p>"
         pager = _pager(req, listed.get("next"))
-    return Response(body=html.page("Search", _filters(req) + summary + memory_table(rows) + pager, memories=True))
+    body = _filters(req) + summary + memory_table(rows) + pager
+    return Response(body=html.page("Search", body, memories=True, current="/search", notice=notice(req)))
 
 
 def _filters(req: Request) -> str:
@@ -51,96 +63,140 @@ def _filters(req: Request) -> str:
         + html.text_input("tags", "Tags", req.arg("tags"), placeholder="all of these")
         + html.select("status", "Status", STATUSES, req.arg("status", "active"))
         + html.select("mode", "Mode", MODES, req.arg("mode", "auto"))
+        + html.text_input("since", "Since", req.arg("since"), placeholder="7d, yesterday, 2026-11-30")
+        + html.text_input("until", "Until", req.arg("until"), placeholder="today (not included)")
+        + f'<label><input type="checkbox" name="by_created" value="1"{" checked" if req.arg("by_created") else ""}>'
+        " by created time</label>"
+        + html.text_input("authors", "Authors", req.arg("authors"), placeholder="owner, codex, g3")
         + f'<label><input type="checkbox" name="deleted" value="1"{" checked" if req.arg("deleted") else ""}>'
         " deleted too (lists only)</label>"
     )
     return '<div class="filters">' + html.form("/search", "", fields, "Search", method="get") + "</div>"
 
 
-def _pager(req: Request, next_id: str | None) -> str:
+def _window(used: dict[str, str] | None) -> str:
+    """The absolute window a read used, as the summary shows it."""
+    if not used:
+        return ""
+    since, until = used.get("since", "the start"), used.get("until", "now")
+    return html.esc(f" · {used['on']} from {since} to before {until}")
+
+
+def _pager(req: Request, next_id: str | None, label: str = "Older →") -> str:
     if not next_id:
         return ""
     params = {k: v[0] for k, v in req.query.items() if v and k != "after"}
-    return f'<p class="pager">{html.link("/search?" + urlencode({**params, "after": next_id}), "Older →")}</p>'
+    return f'<p class="pager">{html.link("/search?" + urlencode({**params, "after": next_id}), label)}</p>'
 
 
-def memory_table(rows: list[dict[str, Any]]) -> str:
+def memory_table(rows: list[Hit]) -> str:
     return html.table(COLUMNS, (_row(m) for m in rows), empty="No memory matches.")
 
 
-def _row(m: dict[str, Any]) -> list[str]:
+def _row(m: Hit) -> list[str]:
     status = m.get("status", "active") + (" (deleted)" if m.get("deleted") else "")
     review = f' <span class="badge">{html.esc(m["review"])}</span>' if m.get("review") else ""
     return [
-        html.link(f"/memory/{m['id']}", m["id"]),
-        html.esc(m["space"]),
-        html.esc(m["kind"]),
-        html.esc(m.get("title", "")),
-        html.esc(m.get("snippet", "")),
-        html.esc(", ".join(m.get("tags", []))),
-        html.esc(status) + review,
-        html.esc(m.get("updated", "")),
+        *html.memory_cells(m),
+        html.toks(m.get("tags", [])),
+        html.tok(status) + review,
+        html.when(m.get("updated")),
     ]
 
 
 def detail(owner: Owner, req: Request, mid: str) -> Response:
-    """Everything about one memory: content, fields, provenance as claims, relations, versions, audit, actions."""
+    """One memory: its text and the facts a reviewer reads first, the edit form when asked for, the review
+    actions, then history, provenance (claims), relations and audit, each in its own section."""
     m = owner.call("memory.get", id=mid, include_deleted=True)
     versions = owner.call("memory.history", id=mid)["versions"]
+    title = f"Memory {mid}" + (f": {m['title']}" if m.get("title") else "")
     parts = [
-        html.dl(_fields(m)),
-        "<h2>Content</h2>" + html.pre(m["content"]),
-        "<h2>Provenance (claims by the writer, not verified)</h2>" + _provenance(m),
-        "<h2>Relations</h2>" + _relations(m.get("relations", [])),
-        "<h2>Versions</h2>" + _versions(mid, versions),
+        _facts(m),
+        html.pre(m["content"]),
+        actions(owner, req, m),
+        _part("History", _versions(mid, versions)),
+        _part("Provenance: claims by the writer, not verified", _provenance(m)),
+        _part("Relations", _relations(m.get("relations", []))),
         _audit(owner, mid),
-        "<h2>Actions</h2>" + actions(owner, req, m),
+        _part("Details", html.dl(_fields(m))),
+        _part("Purge", _purge_form(req, mid)),
     ]
-    return Response(body=html.page(f"Memory {mid}", "".join(parts), memories=True))
+    said = notice(req, revision=m["revision"])
+    return Response(body=html.page(title, "".join(parts), memories=True, current="/search", notice=said))
+
+
+def _part(heading: str, body: str) -> str:
+    return f'<section class="part"><h2>{html.esc(heading)}</h2>{body}</section>'
+
+
+def _facts(m: dict[str, Any]) -> str:
+    """Space, kind, tags and status on one line above the text."""
+    status = m["status"] + (" (deleted)" if m.get("deleted") else "")
+    facts = [("space", html.tok(m["space"])), ("kind", html.tok(m["kind"])), ("status", html.tok(status))]
+    if m.get("review"):
+        facts.append(("review", html.tok(m["review"])))
+    if m.get("tags"):
+        facts.append(("tags", html.toks(m["tags"])))
+    facts.append(("revision", html.tok(m["revision"])))
+    facts.append(("updated", html.when(m.get("updated"))))
+    return (
+        '<p class="facts">'
+        + "".join(f'<span class="fact"><span class="k">{k}</span> {v}</span>' for k, v in facts)
+        + "</p>"
+    )
 
 
 def _fields(m: dict[str, Any]) -> list[tuple[str, str]]:
-    status = m["status"] + (f" (deleted {m['deleted']})" if m.get("deleted") else "")
-    review = m.get("review", "")
+    deleted = html.when(m.get("deleted"))
     return [
-        ("Title", html.esc(m.get("title", ""))),
-        ("Space", html.esc(m["space"])),
-        ("Kind", html.esc(m["kind"])),
-        ("Tags", html.esc(", ".join(m.get("tags", [])))),
-        ("Status", html.esc(status)),
-        ("Revision", html.esc(m["revision"])),
         ("Author", html.who(m.get("author"))),
         ("Updated by", html.who(m.get("updated_by"))),
-        ("Created", html.esc(m.get("created"))),
-        ("Updated", html.esc(m.get("updated"))),
+        ("Created", html.when(m.get("created"))),
+        ("Updated", html.when(m.get("updated"))),
+        ("Deleted", deleted),
         ("Confidence", html.esc(m.get("confidence"))),
-        ("Confidence state", html.esc(m.get("confidence_state", ""))),
-        ("Review", html.esc(review)),
-        ("Review after", html.esc(m.get("review_after", ""))),
-        ("Expires", html.esc(m.get("expires_at", ""))),
+        ("Confidence state", html.tok(m.get("confidence_state", ""))),
+        ("Review after", html.when(m.get("review_after", ""))),
+        ("Expires", html.when(m.get("expires_at", ""))),
         ("Session", html.link(f"/session/{m['session']}", m["session"]) if m.get("session") else ""),
         ("Embedding", html.esc(m.get("embedding", ""))),
     ]
 
 
+# What an import copies from its document as given (docs/security.md): the original's author, store and id are
+# the document's word, not hivemem's record, and are labelled so wherever they are shown.
+IMPORT_CLAIMS = ("original_author", "original_store", "original_id")
+IMPORT_NOTE = "as the import document claims"
+
+
 def _provenance(m: dict[str, Any]) -> str:
     claims = [("Source", html.esc(m.get("source", "")))]
-    claims += [(str(k), html.esc(v)) for k, v in (m.get("provenance") or {}).items()]
+    provenance = m.get("provenance") or {}
+    imported = provenance.get("kind") == "import"
+    for key, value in provenance.items():
+        label = f"{key} ({IMPORT_NOTE})" if imported and key in IMPORT_CLAIMS else str(key)
+        claims.append((label, html.esc(value)))
     return html.dl(claims) if any(v for _, v in claims) else '<p class="empty">No claim recorded.</p>'
 
 
-def _relations(relations: list[dict[str, Any]]) -> str:
+def _relations(relations: list[Relation]) -> str:
     rows = []
     for r in relations:
         other = r.get("target") or r.get("source") or ""
         arrow = "this → other" if r.get("direction") == "out" else "other → this"
-        rows.append([html.esc(r["relation"]), html.esc(arrow), html.link(f"/memory/{other}", other)])
+        rows.append([html.tok(r["relation"]), html.esc(arrow), html.id_link(f"/memory/{other}", other)])
     return html.table(("relation", "direction", "other memory"), rows, empty="No relation.")
 
 
-def _versions(mid: str, versions: list[dict[str, Any]]) -> str:
+def _versions(mid: str, versions: list[VersionEntry]) -> str:
     rows = [
-        [html.esc(v["revision"]), html.esc(v["action"]), html.who(v.get("by")), html.esc(v["ts"]), html.esc(v["bytes"])]
+        [
+            html.tok(v["revision"]),
+            html.tok(v["action"]),
+            html.who(v.get("by")),
+            html.when(v["ts"]),
+            html.esc(v["bytes"]),
+        ]
         for v in versions
     ]
     newest = versions[0]["revision"] if versions else 1
@@ -161,35 +217,56 @@ def _audit(owner: Owner, mid: str) -> str:
     events = owner.call("memory.audit", id=mid, limit=PAGE)["events"]
     rows = [
         [
-            html.esc(e["ts"]),
-            html.esc(e["type"]),
+            html.when(e["ts"]),
+            html.tok(e["type"]),
             html.esc(e.get("label") or e["principal"]),
-            html.esc(e.get("revision", "")),
-            html.esc(_event_data(e.get("data") or {})),
+            html.tok(e.get("revision", "")),
+            _event_data(e["type"], e.get("data") or {}),
         ]
         for e in events
     ]
-    return "<h2>Audit trail</h2>" + html.table(("when", "event", "by", "revision", "details"), rows)
+    return _part("Audit trail", html.table(("when", "event", "by", "revision", "details"), rows))
 
 
-def _event_data(data: dict[str, Any]) -> str:
-    return ", ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in data.items())
+def _event_data(kind: str, data: dict[str, Any]) -> str:
+    """`fields: content, tags`, as HTML; a member with nothing in it (a confirm that changed no field) is left
+    out, a hash is shortened (whole on hover) and a score rounded, so the cell wraps between words. What an
+    import document says of a memory's origin is marked as its claim."""
+    out = []
+    for key, value in data.items():
+        if value in ("", None, []):
+            continue
+        if isinstance(value, list):
+            shown = html.esc(", ".join(map(str, value)))
+        elif isinstance(value, float):
+            shown = html.esc(f"{value:.3f}")
+        elif isinstance(value, str) and len(value) > 24 and " " not in value:
+            shown = f'<span class="tok" title="{html.esc(value)}">{html.esc(value[:12])}…</span>'
+        else:
+            shown = html.esc(value)
+        out.append(f"{html.esc(key)}: {shown}")
+    text = "; ".join(out)
+    return f"{html.esc(IMPORT_NOTE)}: {text}" if kind == "memory.imported" and text else text
 
 
 def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
+    """What a reviewer can do, by status; the edit form stays folded until asked for."""
     mid, rev = m["id"], m["revision"]
     if m.get("deleted"):
-        restore = html.form(f"/memory/{mid}/restore", req.csrf, "", "Restore")
-        return restore + _purge_form(req, mid)
+        return _part("Deleted", html.form(f"/memory/{mid}/restore", req.csrf, "", "Restore"))
     draft = m["status"] == "draft" and governance.available(owner)
-    edit = edit_form(req, m, m["content"], rev, button="Confirm with these edits", action="confirm") if draft else ""
-    out = [edit or edit_form(req, m, m["content"], rev), governance.actions(owner, req, m)]
-    out.append(html.form(f"/memory/{mid}/delete", req.csrf, html.hidden("revision", rev), "Delete (restorable)"))
-    return "".join(out) + _purge_form(req, mid)
+    if draft:
+        edit = edit_form(req, m, m["content"], rev, button="Confirm with these edits", action="confirm",
+                         summary="Edit, then confirm")  # fmt: skip
+    else:
+        edit = edit_form(req, m, m["content"], rev)
+    delete = html.form(f"/memory/{mid}/delete", req.csrf, html.hidden("revision", rev), "Delete (restorable)")
+    return _part("Review", edit + governance.actions(owner, req, m) + delete)
 
 
 def edit_form(req: Request, m: dict[str, Any], content: str, revision: int, *, button: str = "Save",
-              action: str = "edit") -> str:  # fmt: skip
+              action: str = "edit", summary: str = "Edit", opened: bool = False) -> str:  # fmt: skip
+    """The edit form, folded in a `<details>` (no script) unless `opened`."""
     fields = (
         html.hidden("revision", revision)
         + html.text_input("title", "Title", m.get("title", ""))
@@ -197,12 +274,13 @@ def edit_form(req: Request, m: dict[str, Any], content: str, revision: int, *, b
         + html.text_input("tags", "Tags (comma-separated)", ", ".join(m.get("tags", [])))
         + html.textarea("content", "Content", content)
     )
-    return "<h3>Edit</h3>" + html.form(f"/memory/{m['id']}/{action}", req.csrf, fields, button)
+    form = html.form(f"/memory/{m['id']}/{action}", req.csrf, fields, button)
+    return f'<details class="edit"{" open" if opened else ""}><summary>{html.esc(summary)}</summary>{form}</details>'
 
 
 def _purge_form(req: Request, mid: str) -> str:
     typed = html.text_input("confirm", f"Type {mid} to erase it for good, with every version", "")
-    return "<h3>Purge</h3>" + html.form(f"/memory/{mid}/purge", req.csrf, typed, "Purge", danger=True)
+    return html.form(f"/memory/{mid}/purge", req.csrf, typed, "Purge", danger=True)
 
 
 def diff(owner: Owner, req: Request, mid: str) -> Response:
@@ -222,7 +300,7 @@ def diff(owner: Owner, req: Request, mid: str) -> Response:
     return Response(body=html.page(f"Memory {mid}: revision {a} → {b}", body, memories=True))
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     return ", ".join(value) if isinstance(value, list) else "" if value is None else str(value)
 
 
@@ -237,7 +315,7 @@ def edit(owner: Owner, req: Request, mid: str) -> Response:
         if exc.code != "conflict.memory_revision":
             raise
         return _conflict(owner, req, mid, revision or 0, content or "")
-    return redirect(f"/memory/{mid}")
+    return done(f"/memory/{mid}", "saved", mid)
 
 
 def _tags(raw: str | None) -> list[str] | None:
@@ -255,7 +333,9 @@ def _conflict(owner: Owner, req: Request, mid: str, revision: int, mine: str) ->
         + html.pre(current["content"])
         + "<h2>Your edit compared with it</h2>"
         + html.diff(current["content"], mine, f"revision {current['revision']}", "your edit")
-        + edit_form(req, yours, mine, current["revision"], button="Save over the newer text")
+        + edit_form(
+            req, yours, mine, current["revision"], button="Save over the newer text", opened=True, summary="Your edit"
+        )
         + f"<p>{html.link(f'/memory/{mid}', 'Discard my edit and reload')}</p>"
     )
     return Response(409, html.page(f"Memory {mid}: edit conflict", body, memories=True))
@@ -263,12 +343,15 @@ def _conflict(owner: Owner, req: Request, mid: str, revision: int, mine: str) ->
 
 def delete(owner: Owner, req: Request, mid: str) -> Response:
     owner.call("memory.delete", id=mid, revision=req.integer("revision"))
-    return redirect(f"/memory/{mid}")
+    back = governance.back(req)
+    if back:  # discarded from the drafts queue: back where the reviewer was
+        return done(back, "discarded", mid)
+    return done(f"/memory/{mid}", "deleted", mid)
 
 
 def restore(owner: Owner, req: Request, mid: str) -> Response:
     owner.call("memory.restore", id=mid)
-    return redirect(f"/memory/{mid}")
+    return done(f"/memory/{mid}", "restored", mid)
 
 
 def purge(owner: Owner, req: Request, mid: str) -> Response:
@@ -277,7 +360,3 @@ def purge(owner: Owner, req: Request, mid: str) -> Response:
     owner.call("memory.purge", id=mid)
     body = f"<p>{html.esc(mid)} was erased with every version. {html.link('/search', 'Back to search')}</p>"
     return Response(body=html.page("Purged", body))
-
-
-def not_a_memory(mid: str) -> Response:
-    return error_page(404, f"{mid} is not a memory id")

@@ -1,2 +1,2 @@
-"""The PostgreSQL backend (SPEC 16): a team store shared by several machines' daemons. Everything PostgreSQL
+"""The PostgreSQL backend (docs/team.md): a team store shared by several machines' daemons. Everything PostgreSQL
 specific lives here: the connection adapter, the schema and its migrations, text search, checks."""

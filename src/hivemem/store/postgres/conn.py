@@ -1,17 +1,19 @@
 """A PostgreSQL connection behind the small connection surface the store's statement modules use.
 
 The statement modules of `store/sqlite/` that hold only portable SQL (memories, sessions, clients, audit,
-governance, listing, vectors: D150) run unchanged over this adapter. It binds every value as a server-side
-parameter (`?` becomes `$n` through psycopg; memory text is never inlined), rewrites the few SQLite spellings
-PostgreSQL does not share, routes the search index's statements to `postgres/search.py`, and maps database
-errors onto the wire's error tree.
+governance, listing, vectors: D150) run over this connection, typed against `store/connection.py`'s Protocol
+(D355). It binds every value as a server-side parameter (`?` becomes `$n` through psycopg; memory text is never
+inlined), answers the statements the backends spell differently by name (`DIALECT`, D358), still rewrites the
+few SQLite spellings left inside shared statements (`PIECES`, `SUFFIXES`, booleans), routes the search index's
+statements to `postgres/search.py`, and maps database errors onto the wire's error tree.
 
 A verb's `BEGIN IMMEDIATE` is a plain READ COMMITTED transaction, so writers on several machines run at once
-(docs/decisions.md D152, D208): the rows a verb reads and then writes are locked as it reads them (`LOCKING`),
-a new memory's row is inserted `ON CONFLICT DO NOTHING` on the live (space, content hash) index, and only the
-event chain's append is serialized, under a transaction-scoped advisory lock taken just before the verb's
-first event and held to its commit. A race the database settles against a verb (a duplicate another machine
-committed first, a deadlock) is `Retry`: the store runs the verb's change again (postgres/store.py).
+(docs/decisions.md D152, D208): a read whose rows the verb then writes declares its lock where it is written
+(`store/connection.py`'s Lock and Key, D356), and this connection takes it by that name (`locked`); a new
+memory's row is inserted `ON CONFLICT DO NOTHING` on the live (space, content hash) index, and only the event
+chain's append is serialized, under a transaction-scoped advisory lock taken just before the verb's first event
+and held to its commit. A race the database settles against a verb (a duplicate another machine committed first,
+a deadlock) is `Retry`: the store runs the verb's change again (postgres/store.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from hivemem.errors import Failed, HivememError, Unavailable
-from hivemem.store.sqlite import memories, sessions
+from hivemem.store.connection import Dialect, Key, Lock, Locking
 
 WRITE_LOCK = 0x48564D4D  # "HVMM": the event chain's advisory lock, held from a verb's first event to its commit
 KEYED_LOCK = 0x48564D4B  # "HVMK": advisory locks on one value a verb looks up before it inserts (two-key form)
@@ -34,64 +36,47 @@ NOTIFY_CHANNEL = "hivemem_events"
 Row = tuple[Any, ...]
 Special = Callable[["Connection", Sequence[Any]], list[Row]]
 
-# Statements written for SQLite, as the statement modules spell them, and their PostgreSQL form.
-EXACT: dict[str, str] = {
-    "SELECT seq FROM sqlite_sequence WHERE name = 'events'": "SELECT COALESCE(max(id), 0) FROM events",
-    "PRAGMA user_version": "SELECT 2",
-    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
-    "coalesce((SELECT max(id) FROM memories), 0))": "SELECT GREATEST(COALESCE((SELECT max(id) FROM memories), 0), "
+# The statements PostgreSQL spells differently, by name (D358).
+DIALECT = Dialect(
+    chain_end="SELECT chain, id FROM events ORDER BY id DESC LIMIT 1",
+    last_event="SELECT COALESCE(max(id), 0) FROM events",
+    last_memory="SELECT GREATEST(COALESCE((SELECT max(id) FROM memories), 0), "
     "(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq))",
-}
+    add_relation="INSERT INTO memory_relations(source_memory, target_memory, relation, reason, principal, label, "
+    "created) VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+    version_bytes="octet_length(CASE WHEN v.content = '' THEN m.content ELSE v.content END)",
+)
+# SQLite spellings inside statements the modules share, and their PostgreSQL form.
 PIECES: tuple[tuple[str, str], ...] = (
-    ("length(CAST(CASE WHEN v.content = '' THEN m.content ELSE v.content END AS BLOB))",
-     "octet_length(CASE WHEN v.content = '' THEN m.content ELSE v.content END)"),
-    ("INSERT OR IGNORE INTO", "INSERT INTO"),
     ("INSERT OR REPLACE INTO memory_vectors", "INSERT INTO memory_vectors"),
 )  # fmt: skip
 SUFFIXES: tuple[tuple[str, str], ...] = (
-    ("INSERT OR IGNORE INTO", " ON CONFLICT DO NOTHING"),
     ("INSERT OR REPLACE INTO memory_vectors",
      " ON CONFLICT (memory) DO UPDATE SET model = EXCLUDED.model, embedding = EXCLUDED.embedding"),
 )  # fmt: skip
+# What the runtime role may not do itself, done by the schema owner's functions (postgres/roles.py, D250): the
+# statement as the modules spell it, and the call that replaces it. Each answers the rows it changed (`changes()`).
+DEFINED: dict[str, str] = {
+    "UPDATE memory_versions SET content = ? WHERE memory = ? AND content = ''": "SELECT hivemem_keep_version(%s, %s)",
+    "DELETE FROM memory_versions WHERE memory = ? AND revision <= ?": "SELECT hivemem_trim_versions(%s, %s)",
+    "DELETE FROM memories WHERE id = ?": "SELECT hivemem_purge_memory(%s)",
+    "DELETE FROM memories WHERE deleted IS NOT NULL AND deleted < ?": "SELECT hivemem_remove_tombstones(%s)",
+    "DELETE FROM sessions WHERE id = ?": "SELECT hivemem_purge_session(%s)",
+    "UPDATE meta SET value = ? WHERE key = 'next_principal'": "SELECT hivemem_next_principal(CAST(%s AS BIGINT))",
+}
+# The table locks of Lock.IMPORT (EXCLUSIVE: reads go on) and Lock.EXPORT (SHARE), by the schema owner's functions
+# (the runtime role may not LOCK a table itself).
+TABLES = {Lock.IMPORT: "SELECT hivemem_lock_memories()", Lock.EXPORT: "SELECT hivemem_lock_snapshot()"}
+ROWS = {Lock.ROW: " FOR UPDATE", Lock.SHARE: " FOR SHARE"}  # the clause of a row lock
 RETURNING = re.compile(r"^\s*INSERT INTO (memories|sessions)\(")
 # A bare 1 or 0 standing for true or false (SQLite's booleans), as a whole condition.
 BOOLEAN = re.compile(r"(\bWHERE |\bAND |\bOR |\()([01])(?=\s*(?:$|\)|AND\b|OR\b|ORDER\b|GROUP\b|LIMIT\b))")
 SPECIALS: dict[str, Special] = {}  # statements answered in Python (the search index), filled by postgres/search
 
-# Inside a write transaction: reads whose rows the verb goes on to write (or relies on), locked as they are read,
-# so two machines' verbs on one row take turns and compare-and-swap is decided on the row as committed.
-LOCKING: dict[str, str] = {
-    f"SELECT {memories.COLUMNS} FROM memories WHERE id = ?": " FOR UPDATE",
-    "SELECT space, revision FROM memories WHERE id = ?": " FOR UPDATE",
-    "SELECT status FROM memories WHERE id = ? AND deleted IS NULL": " FOR SHARE",
-    f"SELECT {sessions.COLUMNS} FROM sessions WHERE id = ?": " FOR UPDATE",
-    "SELECT principal FROM clients WHERE name = ?": " FOR UPDATE",
-}
-# Lookups of a value not yet in any row, then an insert: an advisory lock on the value (hashed with the
-# statement's arguments at these places) makes two machines' lookups of one value take turns.
-KEYED: dict[str, tuple[int, ...]] = {
-    "SELECT id FROM sessions WHERE harness = ? AND harness_session = ?": (0, 1),
-    "SELECT id FROM memories WHERE space = ? AND substr(capture_key, 1, 32) = ? AND capture_key = ? "
-    "AND deleted IS NULL ORDER BY id LIMIT 1": (0, 2),
-}
-# A verb that keeps the store-wide lock (the chain's), taken at its first statement: a client's name and number
-# (`meta`'s counter). An import plans duplicates and numbers its memories with the memories table held against
-# other writers (reads go on), from its first statement on.
-STORE_WIDE = {"SELECT 1 FROM clients WHERE name = ?"}
-IMPORTING = {
-    "SELECT ?1, ?2, (SELECT id FROM memories WHERE space = ?1 AND content_sha256 = ?2 AND deleted IS NULL)",
-    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
-    "coalesce((SELECT max(id) FROM memories), 0))",
-}
-EXPORTING = "SELECT count(*) FROM memories"  # an export's first read: the document is one consistent state
-CHAIN_END = "SELECT chain FROM events ORDER BY id DESC LIMIT 1"
-EVENTS_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'events'"
 NEW_MEMORY = "INSERT INTO memories(space,"
 NEW_TITLE, NEW_CONTENT, NEW_TAGS, NEW_STATUS = 2, 3, 6, 7  # in memories.insert's column list
 # The search terms of a memory's title, content and tags (postgres/search.py's `document`, set there).
 DOCUMENT: Callable[[str, str, str], str] | None = None
-VECTOR_PUT = ("INSERT OR REPLACE INTO memory_vectors(memory, model, embedding) SELECT id, ?, ? FROM memories "
-              "WHERE id = ? AND title = ? AND content_sha256 = ? AND deleted IS NULL")  # fmt: skip
 LIVE_CONTENT = "memories_live_content"
 
 
@@ -104,10 +89,9 @@ class Retry(Unavailable):
         super().__init__("store_busy", message, fix="retry")
 
 
-def translate_sql(sql: str, bound: bool = True) -> str:
-    """The PostgreSQL spelling of a statement written for SQLite, with `?` as psycopg's `%s`."""
-    if sql in EXACT:
-        return EXACT[sql]
+def translate_sql(sql: str, bound: bool = True, clause: str = "") -> str:
+    """The PostgreSQL spelling of a statement written for SQLite, with `?` as psycopg's `%s`, and a row lock's
+    `clause` after its query (before an INSERT's conflict clause)."""
     suffix = "".join(tail for marker, tail in SUFFIXES if marker in sql)
     for old, new in PIECES:
         if old in sql:
@@ -115,7 +99,7 @@ def translate_sql(sql: str, bound: bool = True) -> str:
     if sql.startswith("SELECT count(*) FROM (SELECT") and sql.endswith(")"):
         sql += " AS counted"  # PostgreSQL before 16 names every subquery in FROM
     sql = BOOLEAN.sub(lambda m: m.group(1) + ("true" if m.group(2) == "1" else "false"), sql)
-    return (_placeholders(sql) if bound else sql) + suffix
+    return (_placeholders(sql) if bound else sql) + clause + suffix
 
 
 def _placeholders(sql: str) -> str:
@@ -157,6 +141,7 @@ class Connection:
 
     identity: tuple[int, int] | None = None
     filename = ""
+    dialect = DIALECT
 
     def __init__(self, url: str, *, readonly: bool = False, timeout_ms: int = 0) -> None:
         self.url = url
@@ -167,8 +152,7 @@ class Connection:
         self._in_transaction = False  # between this adapter's BEGIN and its COMMIT or ROLLBACK
         self._writing = False  # the open transaction is a verb's (BEGIN IMMEDIATE)
         self._chained = False  # it holds the event chain's lock
-        self._tables = ""  # the table lock it holds for an import or an export, if any
-        self._event_id: int | None = None  # the chain's last id, read with its last link, for the next event
+        self._tables = False  # it holds a table lock (an import's or an export's)
         self.indexed: int | None = None  # the memory the last statement inserted with its search terms (D211)
         self._release = False  # a savepoint's RELEASE not sent yet (a round trip, under the chain's lock)
         self.pg = self._open()
@@ -203,6 +187,28 @@ class Connection:
         return self._changes
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Cursor:
+        return self._execute(sql, args, "")
+
+    def locked(self, lock: Locking, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        """A statement under the lock it declares (D356), inside a verb's transaction: a row lock is its clause,
+        the others are taken before it and held to the transaction's end. Elsewhere (a reader's snapshot, no
+        transaction) there is nothing to hold it for."""
+        clause = ""
+        if self._writing:
+            clause = self._take(lock)
+        return self._execute(sql, args, clause).fetchall()
+
+    def _take(self, lock: Locking) -> str:
+        """Take `lock` now unless it is a row lock; the row lock's clause, or ""."""
+        if isinstance(lock, Key):
+            self.run("SELECT pg_advisory_xact_lock(%s, %s)", (KEYED_LOCK, keyed(lock)))
+        elif lock is Lock.STORE:
+            self.chain_lock()
+        elif lock in TABLES:
+            self._lock_tables(TABLES[lock])
+        return ROWS.get(lock, "") if isinstance(lock, Lock) else ""
+
+    def _execute(self, sql: str, args: Sequence[Any], clause: str) -> Cursor:
         special = SPECIALS.get(sql)
         if special is not None:
             return Cursor(special(self, args))
@@ -215,12 +221,10 @@ class Connection:
         if sql == "RELEASE hivemem" and self._in_transaction:
             self._release = True  # sent before the next statement; a COMMIT or ROLLBACK next makes it moot
             return Cursor([])
-        if self._writing:
-            written = self._locked(sql, args)
-            if written is not None:
-                return written
+        if sql.startswith("ROLLBACK TO"):  # locks taken since the savepoint may be released with it
+            self._chained = self._tables = False
         self.indexed = None
-        text, args, searched = self._with_terms(sql, self._statement(sql, bool(args)), args)
+        text, args, searched = self._with_terms(sql, self._statement(sql, bool(args), clause), args)
         rows = self.run(text, args)
         if RETURNING.match(text):
             if not rows:
@@ -228,6 +232,12 @@ class Connection:
             self._last_id = int(rows[0][0])
             self.indexed = self._last_id if searched else None
         return Cursor(rows)
+
+    def defined(self, call: str, args: Sequence[Any]) -> list[Row]:
+        """A statement the schema owner's function runs (DEFINED); its count of rows is `changes()`."""
+        rows = self.run(call, args)
+        self._changes = int(rows[0][0] or 0)
+        return []
 
     def _with_terms(self, sql: str, text: str, args: Sequence[Any]) -> tuple[str, Sequence[Any], bool]:
         """A new live, active memory's INSERT with its search terms in the row (D211): the index's statement that
@@ -238,17 +248,13 @@ class Connection:
         text = text.replace(") ON CONFLICT", ", %s::tsvector) ON CONFLICT", 1)
         return text, (*args, DOCUMENT(args[NEW_TITLE], args[NEW_CONTENT], args[NEW_TAGS])), True
 
-    def _statement(self, sql: str, bound: bool) -> str:
+    def _statement(self, sql: str, bound: bool, clause: str) -> str:
         """The PostgreSQL text of a statement, with what a verb's transaction adds to it."""
-        text = translate_sql(sql, bound)
+        text = translate_sql(sql, bound, clause)
         if RETURNING.match(text):
             if self._writing and sql.startswith(NEW_MEMORY):  # two machines adding one text: one row
                 text += " ON CONFLICT (space, content_sha256) WHERE deleted IS NULL DO NOTHING"
             return text + " RETURNING id"
-        if self._writing and sql in LOCKING:
-            return text + LOCKING[sql]
-        if self._writing and sql == VECTOR_PUT:  # a change to the text under way elsewhere is waited for
-            return text.replace(" ON CONFLICT", " FOR SHARE ON CONFLICT", 1)
         return text
 
     def _end(self, how: str) -> Cursor:
@@ -256,31 +262,8 @@ class Connection:
             self.run(how)
         finally:
             self._in_transaction = self._writing = self._chained = self._release = False
-            self._tables, self._event_id = "", None
+            self._tables = False
         return Cursor([])
-
-    def _locked(self, sql: str, args: Sequence[Any]) -> Cursor | None:
-        """The locks a statement of a verb's transaction needs before it runs; a Cursor when the statement
-        is answered here (the chain's end, read with the chain's lock held)."""
-        if sql == CHAIN_END:
-            self.chain_lock()
-            rows = self.run("SELECT chain, id FROM events ORDER BY id DESC LIMIT 1")
-            self._event_id = int(rows[0][1]) if rows else 0
-            return Cursor([(rows[0][0],)] if rows else [])
-        if sql == EVENTS_SEQ and self._event_id is not None:
-            event_id, self._event_id = self._event_id, None
-            return Cursor([(event_id,)])
-        if sql.startswith("ROLLBACK TO"):  # locks taken since the savepoint may be released with it
-            self._chained, self._tables, self._event_id = False, "", None
-        elif sql in KEYED:
-            self.run("SELECT pg_advisory_xact_lock(%s, %s)", (KEYED_LOCK, keyed(sql, [args[i] for i in KEYED[sql]])))
-        elif sql in STORE_WIDE:
-            self.chain_lock()
-        elif sql in IMPORTING:
-            self._lock_tables("memories", "EXCLUSIVE")  # no other machine writes or locks a row while ids are planned
-        elif sql.startswith(EXPORTING):
-            self._lock_tables("memories, memory_relations, sessions", "SHARE")
-        return None
 
     def chain_lock(self) -> None:
         """Take the event chain's lock (once per transaction, held to its end), and announce the commit to
@@ -289,17 +272,17 @@ class Connection:
             self.run("SELECT pg_advisory_xact_lock(%s), pg_notify(%s, '')", (WRITE_LOCK, NOTIFY_CHANNEL))
             self._chained = True
 
-    def _lock_tables(self, tables: str, mode: str) -> None:
+    def _lock_tables(self, call: str) -> None:
         if not self._tables:
-            self.run(f"LOCK TABLE {tables} IN {mode} MODE")
-            self._tables = tables
+            self.run(call)
+            self._tables = True
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> Cursor:
         rows: list[Row] = []
         for args in seq:
             rows += self.execute(sql, args).fetchall()
         if sql.startswith("INSERT INTO memories(id,"):  # ids given: the sequence moves past them
-            self.run("SELECT setval(pg_get_serial_sequence('memories', 'id'), (SELECT max(id) FROM memories))")
+            self.run("SELECT hivemem_memories_past_ids()")
         return Cursor(rows)
 
     def run(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
@@ -331,10 +314,17 @@ class Connection:
         self.pg.close()
 
 
-def keyed(sql: str, values: Sequence[Any]) -> int:
-    """The second half of a KEYED lock's key: 32 bits of SHA-256 of the statement and the values it looks up
-    (two values sharing a key only wait for each other)."""
-    text = "\0".join([sql, *(v.hex() if isinstance(v, bytes) else str(v) for v in values)])
+def _defined(call: str) -> Special:
+    return lambda conn, args: conn.defined(call, args)
+
+
+SPECIALS.update({sql: _defined(call) for sql, call in DEFINED.items()})
+
+
+def keyed(key: Key) -> int:
+    """The second half of a Key's advisory lock: 32 bits of SHA-256 of its kind and values (two values sharing
+    a lock only wait for each other)."""
+    text = "\0".join([key.kind, *(v.hex() if isinstance(v, bytes) else str(v) for v in key.values)])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big", signed=True)
 
 

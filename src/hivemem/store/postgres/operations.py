@@ -1,25 +1,32 @@
-"""The Operations repository of the PostgreSQL store: export and import as on SQLite, the checks of SPEC 12.2
-that mean something here, the search column rebuilt on request, and backup deferred to pg_dump (D155)."""
+"""The Operations repository of the PostgreSQL store: export and import through the portable statements
+(sqlite/transfer.py, as on SQLite), the checks of docs/operations.md that mean something here, the search column
+rebuilt on request, and backup deferred to pg_dump (D155)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
+from hivemem.auth import Principal
 from hivemem.errors import Unsupported
-from hivemem.records import BackupMade, CheckReport, Repair
+from hivemem.records import BackupMade, CheckReport, Exported, Imported, Repair
+from hivemem.store.base import Visible
 from hivemem.store.limits import Limits
-from hivemem.store.postgres import search
+from hivemem.store.postgres import roles, search
 from hivemem.store.postgres.conn import Connection
-from hivemem.store.sqlite import integrity
+from hivemem.store.sqlite import integrity, transfer
 from hivemem.store.sqlite.db import atomic, snapshot
 from hivemem.store.sqlite.integrity import Finding, finding
-from hivemem.store.sqlite.operations import SQLiteOperations
+from hivemem.store.transfer_check import Document
 
 
 class Host(Protocol):
-    conn: Any
-    limits: Limits
+    """What these operations need of the team store (named here, not imported: the store imports this)."""
+
+    @property
+    def conn(self) -> Connection: ...
+    @property
+    def limits(self) -> Limits: ...
 
 
 def backup_deferred() -> Unsupported:
@@ -54,6 +61,15 @@ def search_mismatched(conn: Connection) -> list[Finding]:
     return found
 
 
+def role_rights(conn: Connection) -> list[Finding]:
+    """The runtime role `store init --runtime-role` recorded holds no more than the verbs need (D250); a store
+    with no recorded role has nothing to compare (doctor's `store.role_rights` says so)."""
+    role = roles.recorded(conn)
+    if role is None:
+        return []
+    return [finding("store.role_rights", detail) for detail in roles.excess(conn, role)]
+
+
 def foreign_keys(conn: Connection) -> list[Finding]:
     return []  # PostgreSQL enforces them on every statement; there is nothing to find
 
@@ -69,6 +85,7 @@ CHECKS: dict[str, Callable[[Any], list[Finding]]] = {
     "tags.invalid": integrity.tags_invalid,
     "vectors.length": integrity.vectors_length,
     "events.chain": integrity.events_chain,
+    "store.role_rights": _pg(role_rights),
 }
 SEARCH = {name: CHECKS[name] for name in ("fts.missing", "fts.orphaned", "fts.mismatched")}
 
@@ -78,32 +95,39 @@ def run(conn: Connection, checks: dict[str, Callable[[Any], list[Finding]]]) -> 
     return integrity.run(cast(Any, conn), checks, errors=(Exception,))
 
 
-class PostgresOperations(SQLiteOperations):
-    """Export and import are SQLite's (the same statements, through the adapter); check, repair and backup
-    are this backend's own."""
+class PostgresOperations:
+    """Export and import run the portable statements, as on SQLite; check, repair and backup are this backend's
+    own."""
 
-    __slots__ = ()
+    __slots__ = ("_store",)
 
     def __init__(self, store: Host) -> None:
-        self._store = store  # type: ignore[assignment]  # the team store's adapter stands in for APSW's
+        self._store = store
 
-    @property
-    def _conn(self) -> Connection:
-        return cast(Connection, self._store.conn)
+    def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
+               include_deleted: bool, sessions: Visible | None) -> Exported:  # fmt: skip
+        result = transfer.export(self._store.conn, actor, dest, keep, spaces, include_deleted, sessions)
+        return cast(Exported, result)
+
+    def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported:
+        if dry_run:
+            return cast(Imported, transfer.dry_run(self._store.conn, doc))
+        return cast(Imported, transfer.apply(self._store.conn, self._store.limits, actor, doc))
 
     def check(self) -> CheckReport:
-        with snapshot(self._store.conn):
-            return cast(CheckReport, integrity.report(run(self._conn, CHECKS)))
+        conn = self._store.conn
+        with snapshot(conn):
+            return cast(CheckReport, integrity.report(run(conn, CHECKS)))
 
     def repair_fts(self, apply: bool) -> Repair:
         """The search column rebuilt from the rows (nothing to back up: the rows are not touched)."""
-        conn = self._conn
+        conn = self._store.conn
         if not apply:
             return cast(Repair, {"applied": False, "findings": run(conn, SEARCH)})
-        with atomic(conn):  # type: ignore[arg-type]
+        with atomic(conn):
             # no other machine changes a memory while the column is rebuilt (reads go on), so no row it skips or
             # indexes is deleted, archived or edited under it (D208)
-            conn.run("LOCK TABLE memories IN EXCLUSIVE MODE")
+            conn.run("SELECT hivemem_lock_memories()")  # EXCLUSIVE, by the runtime role too (postgres/roles.py)
             before = run(conn, SEARCH)
             conn.run("UPDATE memories SET search = NULL WHERE search IS NOT NULL")
             ids = [int(r[0]) for r in conn.run("SELECT id FROM memories WHERE deleted IS NULL AND status = 'active'")]

@@ -1,9 +1,12 @@
-"""The PostgreSQL schema: SPEC 5.3's tables translated, created and migrated as named steps under a version guard.
+"""The PostgreSQL schema: docs/schema.md's tables translated, created and migrated as named steps under a version guard.
 
 The application and version live in `meta` (`application` = hivemem, `schema_version`); a database holding
 other tables, or a hivemem schema of another version, is refused with `unsupported.store_schema`. The search
 index is a `tsvector` column of `memories` (NULL unless the row is live and active), filled from hivemem's own
 tokenizer (postgres/search.py), with a GIN index built without a pending list (`fastupdate = off`, version 2).
+Version 3 adds the functions that do, as the schema's owner, what the runtime role may not (postgres/roles.py).
+Version 4 indexes the live rows by `updated` and by `created`, for time-windowed reads (D292).
+Only the schema's owner migrates: a daemon connected as the runtime role refuses an older schema.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from collections.abc import Callable
 
 from hivemem.errors import Unsupported
 from hivemem.store.clock import now
+from hivemem.store.postgres import roles
 from hivemem.store.postgres.conn import Connection
 
 APPLICATION = "hivemem"
-VERSION = 2
+VERSION = 4
 CREATE_LOCK = 0x48564D49  # serializes creation and migration between daemons starting at once
 
 TABLES = """
@@ -59,6 +63,8 @@ CREATE INDEX memories_capture_key ON memories(space, substr(capture_key, 1, 32),
 CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
 CREATE INDEX memories_review ON memories(review_after) WHERE deleted IS NULL AND review_after IS NOT NULL;
 CREATE INDEX memories_search ON memories USING GIN (search) WITH (fastupdate = off) WHERE search IS NOT NULL;
+CREATE INDEX memories_updated ON memories(updated) WHERE deleted IS NULL;
+CREATE INDEX memories_created ON memories(created) WHERE deleted IS NULL;
 
 CREATE TABLE memory_versions (
   memory BIGINT NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
@@ -108,6 +114,7 @@ def create(conn: Connection, progress: Progress) -> None:
         "('store_id', %s), ('created', %s)",
         (APPLICATION, str(VERSION), str(uuid.uuid4()), now()),
     )
+    roles.create_functions(conn)
 
 
 def search_index_without_pending_list(conn: Connection, progress: Progress) -> None:
@@ -118,8 +125,26 @@ def search_index_without_pending_list(conn: Connection, progress: Progress) -> N
     conn.run("SELECT gin_clean_pending_list('memories_search'::regclass)")
 
 
+def runtime_role_functions(conn: Connection, progress: Progress) -> None:
+    """Version 3: the functions the runtime role calls for what it may not do itself (postgres/roles.py,
+    docs/decisions.md D250). A store whose runtime role was recorded gets its rights granted again by
+    `store init --runtime-role`; until then every role but the owner is refused them."""
+    roles.create_functions(conn)
+
+
+def time_indexes(conn: Connection, progress: Progress) -> None:
+    """Version 4: the live rows by `updated` and by `created`, so a search or list with a `since`/`until`
+    window reads the window's rows instead of every match (docs/decisions.md D292, as SQLite's schema 3)."""
+    conn.run("CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated) WHERE deleted IS NULL")
+    conn.run("CREATE INDEX IF NOT EXISTS memories_created ON memories(created) WHERE deleted IS NULL")
+
+
 # Named steps, in order: step i brings the schema from version i to i + 1. (Version 1 is the first.)
-STEPS: list[tuple[str, Step]] = [("the search index without a pending list", search_index_without_pending_list)]
+STEPS: list[tuple[str, Step]] = [
+    ("the search index without a pending list", search_index_without_pending_list),
+    ("the runtime role's functions", runtime_role_functions),
+    ("time indexes", time_indexes),
+]
 
 
 def version(conn: Connection) -> int | None:
@@ -149,6 +174,18 @@ def version(conn: Connection) -> int | None:
     return int(found)
 
 
+def _owner_only(conn: Connection, current: int) -> None:
+    """A migration changes the schema: only its owner's role may, never the runtime role every machine holds."""
+    owner = conn.run("SELECT pg_has_role(current_user, relowner, 'USAGE'), pg_get_userbyid(relowner) FROM pg_class "
+                     "WHERE oid = 'meta'::regclass")  # fmt: skip
+    if not owner[0][0]:
+        raise Unsupported("store_schema", f"this team store has schema {current} and this hivemem needs {VERSION}; "
+                          f"only the role that owns the schema ({owner[0][1]}) may migrate it, not this one",
+                          found=str(current), supported=VERSION,
+                          fix="on an administrator's machine, run hivemem store init --runtime-role ROLE with "
+                              "store.url naming the schema's owner (docs/team.md), then start again")  # fmt: skip
+
+
 def migrate(conn: Connection, progress: Progress) -> None:
     """Create or migrate the schema, one transaction, under a lock other starting daemons wait on."""
     conn.execute("BEGIN IMMEDIATE")
@@ -158,11 +195,15 @@ def migrate(conn: Connection, progress: Progress) -> None:
         if current is None:
             progress("creating the team store schema")
             create(conn, progress)
-            current = VERSION
-        for name, step in STEPS[current - 1 :]:
-            progress(f"migrating the team store: {name}")
-            step(conn, progress)
-        conn.run("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(VERSION),))
+        elif current < VERSION:
+            _owner_only(conn, current)
+            for name, step in STEPS[current - 1 :]:
+                progress(f"migrating the team store: {name}")
+                step(conn, progress)
+            conn.run("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(VERSION),))
+            role = roles.recorded(conn)
+            if role is not None:  # what a migration added, the runtime role may use as before, and no more
+                roles.grant(conn, role)
         conn.execute("COMMIT")
     except BaseException:
         if not conn.getautocommit():

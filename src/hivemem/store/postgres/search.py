@@ -1,4 +1,4 @@
-"""The full-text list of SPEC 9.1 on PostgreSQL text search, with hivemem's own tokens.
+"""The full-text list of docs/embeddings.md on PostgreSQL text search, with hivemem's own tokens.
 
 Documents and queries are cut by the very tokenizer the SQLite index uses (store/sqlite/fts5.py: porter,
 unicode61 with diacritics removed, CJK runs as overlapping bigrams), run in-process on an in-memory SQLite
@@ -28,7 +28,7 @@ from hivemem.store.filters import Filter
 from hivemem.store.postgres import conn as conn_module
 from hivemem.store.postgres.conn import SPECIALS, Connection, Row
 from hivemem.store.sqlite import search as sqlite_search
-from hivemem.store.sqlite.db import snapshot
+from hivemem.store.sqlite.db import harden, snapshot
 from hivemem.store.sqlite.filters import condition
 from hivemem.store.sqlite.fts5 import MARK, prepare
 from hivemem.store.sqlite.listing import item
@@ -53,6 +53,7 @@ def tokens(text: str, *, query: bool) -> list[str]:
     with _lock:
         if _split_words is None:
             _side = apsw.Connection(":memory:")
+            harden(_side)
             prepare(_side)
             _split_words = _side.fts5_tokenizer("hivemem", ["porter", "unicode61", "remove_diacritics", "2"])
         flags = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
@@ -179,7 +180,7 @@ def document_counts(conn: Connection, terms: list[str]) -> tuple[int, list[int]]
 
 
 def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
-    """Up to `limit` ids of live, active memories the filter admits, best first (SPEC 9.1 step 2)."""
+    """Up to `limit` ids of live, active memories the filter admits, best first (docs/embeddings.md)."""
     statement = _ranking(conn, words, flt, limit)
     if statement is None:
         return []
@@ -257,7 +258,7 @@ def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[di
     _remember_total(conn, sqlite_search.space_set(flt), found)
     rows = [r[:-1] for r in found]
     texts = {int(r[0]): (r[INDEX["title"]], r[INDEX["content"]], r[INDEX["tags"]]) for r in rows}
-    cut = sqlite_search.snippets(conn, words, texts) if texts else {}  # type: ignore[arg-type]
+    cut = sqlite_search.snippets(conn, words, texts) if texts else {}
     out = []
     for r in rows:
         hit = item(r)
@@ -269,9 +270,9 @@ def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[di
 def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
     if not words:
         return [], 0
-    with snapshot(conn):  # type: ignore[arg-type]
+    with snapshot(conn):
         ids = ranked(conn, words, flt)
-        rows = sqlite_search.page_rows(conn, ids[:limit], flt)  # type: ignore[arg-type]
+        rows = sqlite_search.page_rows(conn, ids[:limit], flt)
     return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
 
 
@@ -298,4 +299,58 @@ def near(conn: Connection, words: list[str], ids: list[int], window: int) -> set
     return out
 
 
-__all__ = ["COLUMNS", "document", "hits", "index", "matching", "near", "query", "ranked", "tokens", "unindex"]
+def held(conn: Connection, words: list[str], ids: list[int], window: int) -> dict[int, tuple[int, int, int]]:
+    """Recall's evidence (docs/decisions.md D282), as `hivemem_held` finds it on SQLite: for each of `ids`
+    holding a term, bit masks of the terms it holds, of those at most `window` tokens from another, and of
+    those in its title or tags."""
+    phrases = [tokens(w, query=True) for w in words]
+    if not any(phrases) or not ids:
+        return {}
+    rows = conn.run("SELECT id, title, content, tags FROM memories WHERE id = ANY(%s)", (list(ids),))
+    out: dict[int, tuple[int, int, int]] = {}
+    for memory, *columns in rows:
+        mask = close = titled = 0
+        for column, text in enumerate(columns):
+            cut = tokens(str(text or ""), query=False)
+            found = sorted((at, n) for n, p in enumerate(phrases) if p for at in range(len(cut) - len(p) + 1)
+                           if cut[at : at + len(p)] == p)  # fmt: skip
+            for _, n in found:
+                mask |= 1 << n
+                titled |= 1 << n if column != 1 else 0
+            for (a, p), (b, q) in pairwise(found):
+                if p != q and b - a <= window:
+                    close |= 1 << p | 1 << q
+        if mask:
+            out[int(memory)] = (mask, close, titled)
+    return out
+
+
+def counts(conn: Connection, words: list[str], flt: Filter) -> tuple[int, list[int]]:
+    """How many memories the filter admits, and how many of them hold each term (recall's evidence)."""
+    where, args = condition(flt, "m")
+    rows = int(conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", args).fetchall()[0][0])
+    out: list[int] = []
+    for word in words:
+        q = query([word])
+        if q is None:
+            out.append(0)
+            continue
+        sql = f"SELECT count(*) FROM memories m WHERE m.search @@ ?::tsquery AND {where}"
+        out.append(int(conn.execute(sql, [q, *args]).fetchall()[0][0]))
+    return rows, out
+
+
+__all__ = [
+    "COLUMNS",
+    "counts",
+    "document",
+    "held",
+    "hits",
+    "index",
+    "matching",
+    "near",
+    "query",
+    "ranked",
+    "tokens",
+    "unindex",
+]

@@ -1,4 +1,4 @@
-"""The append-only audit log and its SHA-256 hash chain (SPEC 8.5)."""
+"""The append-only audit log and its SHA-256 hash chain (docs/governance.md)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import hashlib
 import json
 from typing import Any
 
-import apsw
-
 from hivemem.auth import Principal
+from hivemem.store.connection import Connection, Lock
 from hivemem.store.sqlite.db import Row, now, one
 
 ZERO = bytes(32)
@@ -35,7 +34,7 @@ def event_object(row: Row) -> dict[str, Any]:
 
 
 def canonical(row: Row) -> dict[str, Any]:
-    """The event as hashed (SPEC 8.5): the columns as stored, `data` parsed, absent values null."""
+    """The event as hashed (docs/governance.md): the columns as stored, `data` parsed, absent values null."""
     keys = ("id", "ts", "type", "principal", "label", "space", "memory", "session", "revision", "data")
     event = dict(zip(keys, row[:10], strict=True))
     event["data"] = json.loads(event["data"])
@@ -48,7 +47,7 @@ def link(previous: bytes, event: dict[str, Any]) -> bytes:
 
 
 def append(
-    conn: apsw.Connection,
+    conn: Connection,
     etype: str,
     actor: Principal,
     *,
@@ -71,13 +70,11 @@ Pending = tuple[str, str | None, int | None, int | None, int | None, dict[str, A
 """An event to write: (type, space, memory, session, revision, data)."""
 
 
-def append_many(conn: apsw.Connection, actor: Principal, pending: list[Pending]) -> int:
+def append_many(conn: Connection, actor: Principal, pending: list[Pending]) -> int:
     """Write events in order inside the caller's transaction, chaining each to the one before, with one read of
     the chain's end and one statement for them all; returns the last event's id."""
-    last = one(conn, "SELECT chain FROM events ORDER BY id DESC LIMIT 1")
-    seq = one(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'")
-    eid = int(seq[0]) if seq else 0
-    previous = bytes(last[0]) if last else ZERO
+    last = one(conn, conn.dialect.chain_end, lock=Lock.STORE)  # held to the commit
+    previous, eid = (bytes(last[0]), int(last[1])) if last else (ZERO, 0)
     at = now()
     rows = []
     # The canonical JSON of an event, in its sorted key order, from pieces: the same bytes as
@@ -128,7 +125,7 @@ def shown(event: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if v is not None or k == "data"}
 
 
-def verify_chain(conn: apsw.Connection) -> int | None:
+def verify_chain(conn: Connection) -> int | None:
     """The id of the first event whose chain does not verify, or None."""
     previous = ZERO
     for row in conn.execute(f"SELECT {COLUMNS}, chain FROM events ORDER BY id"):
@@ -140,7 +137,7 @@ def verify_chain(conn: apsw.Connection) -> int | None:
 
 
 def list_events(
-    conn: apsw.Connection,
+    conn: Connection,
     keep: Any,
     *,
     after: int | None = None,

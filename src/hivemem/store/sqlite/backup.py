@@ -1,6 +1,7 @@
-"""Online backups (SPEC 12.2): `VACUUM INTO` a private temporary file, fsync, validate, publish without replacing.
+"""Online backups (docs/operations.md): `VACUUM INTO` a private temporary file, fsync, validate, publish without
+replacing.
 
-Automatic backups (before a repair) live in `backups/` beside the store, where purge scrubs them (SPEC 2.5);
+Automatic backups (before a repair) live in `backups/` beside the store, where purge scrubs them (docs/schema.md);
 only the newest `backups.keep` of them are kept.
 """
 
@@ -17,25 +18,23 @@ import apsw
 
 from hivemem import progress
 from hivemem.errors import Conflict, Failed, HivememError, InvalidParams, Unsupported
-from hivemem.paths import fsync_dir
+from hivemem.paths import create_temporary, fsync_dir
 from hivemem.store import files
-from hivemem.store.sqlite import schema
-from hivemem.store.sqlite.db import all_rows, connect, now, scalar
+from hivemem.store.sqlite import integrity, schema
+from hivemem.store.sqlite.db import Connection, all_rows, connect, now, open_file, scalar
 from hivemem.store.sqlite.migrations import check_header
 
 COUNTED = ("memories", "memory_versions", "memory_relations", "sessions", "events")
 REPAIR_PREFIX = ".bak-repair-"
 
 
-def backup(conn: apsw.Connection, dest: str, *, counts: bool = False) -> dict[str, object]:
+def backup(conn: Connection, dest: str, *, counts: bool = False) -> dict[str, object]:
     """A consistent copy of the store behind `conn` at `dest` (a new 0600 file); with `counts`, the copy must
     also hold as many canonical rows as the store (true only when no write can run in between)."""
     files.check_destination(dest)
-    tmp = files.temporary(dest)
-    try:
+    with files.new_database(dest) as tmp:  # VACUUM INTO follows links: it writes only into this new file
         _vacuum_into(conn, tmp)
-        os.chmod(tmp, 0o600)
-        files.fsync_file(tmp)
+    try:
         progress.report("checking", 0, 1)
         validate(tmp, row_counts(conn) if counts else None)
         progress.report("checking", 1, 1)
@@ -47,7 +46,7 @@ def backup(conn: apsw.Connection, dest: str, *, counts: bool = False) -> dict[st
     return {"path": dest, "bytes": os.path.getsize(dest)}
 
 
-def _vacuum_into(conn: apsw.Connection, dest: str) -> None:
+def _vacuum_into(conn: Connection, dest: str) -> None:
     """`VACUUM INTO dest`. Inside the writer's transaction (a repair) VACUUM cannot run on that connection, so a
     second, read-only one takes it: the transaction holds the write lock, so it sees exactly the committed state."""
     if conn.getautocommit():
@@ -60,7 +59,7 @@ def _vacuum_into(conn: apsw.Connection, dest: str) -> None:
         reader.close()
 
 
-def _copied(conn: apsw.Connection, dest: str) -> None:
+def _copied(conn: Connection, dest: str) -> None:
     """`VACUUM INTO dest` on `conn`, reporting progress as the pages written to `dest` of the pages in use."""
     used = int(scalar(conn, "PRAGMA page_count") or 0) - int(scalar(conn, "PRAGMA freelist_count") or 0)
     size = int(scalar(conn, "PRAGMA page_size") or 4096)
@@ -79,14 +78,14 @@ def _copied(conn: apsw.Connection, dest: str) -> None:
     progress.report("copying", used, used)
 
 
-def row_counts(conn: apsw.Connection) -> dict[str, int]:
+def row_counts(conn: Connection) -> dict[str, int]:
     return {table: int(scalar(conn, f"SELECT count(*) FROM {table}")) for table in COUNTED}
 
 
 def validate(path: str, counts: dict[str, int] | None = None) -> None:
     """failed.backup unless `path` is a hivemem store of this version that passes `integrity_check`."""
     try:
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_NOFOLLOW)
+        conn = open_file(path, apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_NOFOLLOW)
     except apsw.Error as exc:
         raise _invalid(path, str(exc)) from None
     try:
@@ -109,7 +108,7 @@ def _invalid(path: str, why: str) -> Failed:
     return Failed("backup", f"the backup {path} is not valid: {why}", path=path)
 
 
-def automatic(conn: apsw.Connection, directory: str, keep: int) -> str:
+def automatic(conn: Connection, directory: str, keep: int) -> str:
     """A validated backup in `directory` named for now, then only the newest `keep` of them kept."""
     stamp = now().replace(":", "").replace("-", "")
     dest = os.path.join(directory, f"{os.path.basename(conn.filename)}{REPAIR_PREFIX}{stamp}")
@@ -140,12 +139,16 @@ def restore(store_path: str, source: str, keep: int) -> dict[str, Any]:
     source = os.path.abspath(source)
     if not os.path.isfile(source):
         raise InvalidParams("path", f"{source} is not a file", param="path", path=source)
-    check_header(source) or _refuse_empty(source)  # a foreign or newer file: unsupported.store_schema
-    _check_pages(source)
+    version = check_header(source) or _refuse_empty(source)  # a foreign or newer file: unsupported.store_schema
+    _check_file(source, version)
     directory = os.path.dirname(store_path)
     backups = files.default_dir(directory, "backups")
-    staged = files.temporary(store_path)
-    _copy(source, staged)
+    fd, staged = create_temporary(store_path)
+    try:
+        _copy(source, fd)
+    except BaseException:
+        os.unlink(staged)
+        raise
     stamp = now().replace(":", "").replace("-", "")
     kept = os.path.join(backups, f"{os.path.basename(store_path)}{RESTORE_PREFIX}{stamp}") if os.path.exists(
         store_path) else None  # fmt: skip
@@ -169,22 +172,38 @@ def _refuse_empty(path: str) -> int:
     raise Unsupported("store_schema", f"{path} is empty: not a hivemem store", found=None, supported=schema.VERSION)
 
 
-def _check_pages(path: str) -> None:
+def _check_file(path: str, version: int) -> None:
+    """failed.backup unless the file's pages pass integrity_check; unsupported.store_schema, naming them, if its
+    schema holds any object hivemem did not create (a trigger, a view, a table or an index) or its FTS5 settings are
+    not a new store's (`secure-delete` off; docs/security.md)."""
     try:
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_NOFOLLOW)
+        conn = open_file(path, apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_NOFOLLOW)
         try:
             rows = all_rows(conn, "PRAGMA integrity_check(10)")
+            foreign = integrity.foreign_objects(conn, version) if rows == [("ok",)] else []
+            if rows == [("ok",)] and not foreign:  # the FTS table is ours, so its settings can be read
+                foreign = integrity.foreign_settings(conn, version)
         finally:
             conn.close()
     except apsw.Error as exc:
         raise _invalid(path, str(exc)) from None
     if rows != [("ok",)]:
         raise _invalid(path, f"integrity_check: {rows[0][0]}")
+    if foreign:
+        raise foreign_schema(path, foreign)
 
 
-def _copy(source: str, dest: str) -> None:
-    """`source` into a new 0600 file at `dest`, fsynced (the source is a closed backup, so bytes are a copy)."""
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+def foreign_schema(path: str, objects: list[dict[str, str]]) -> Unsupported:
+    named = ", ".join(f"{o['type']} {o['name']}" for o in objects[:5]) + (" and more" if len(objects) > 5 else "")
+    return Unsupported("store_schema", f"{path} holds schema objects hivemem did not create ({named}); nothing "
+                       "was replaced", path=path, objects=objects, supported=schema.VERSION,
+                       fix="restore a backup made by `hivemem store backup`; if you added these objects yourself, "
+                           "drop them from a copy first")  # fmt: skip
+
+
+def _copy(source: str, fd: int) -> None:
+    """`source` into the new 0600 file open at `fd`, fsynced, then closed (the source is a closed backup, so
+    bytes are a copy)."""
     try:
         with open(source, "rb") as src, os.fdopen(fd, "wb", closefd=False) as out:
             shutil.copyfileobj(src, out, 1 << 20)
@@ -214,7 +233,7 @@ def _set_aside(store_path: str, kept: str) -> None:
 
 @contextlib.contextmanager
 def store_locked(store_path: str) -> Iterator[None]:
-    """Hold the store lock a daemon holds for its life (SPEC 5.2); conflict.daemon_running while one does."""
+    """Hold the store lock a daemon holds for its life (docs/schema.md); conflict.daemon_running while one does."""
     fd = os.open(store_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         try:

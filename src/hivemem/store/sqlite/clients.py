@@ -1,4 +1,5 @@
-"""Client rows, tokens (hash, verify) and the owner key (SPEC 4); the authorization model is `hivemem.auth`."""
+"""Client rows, tokens (hash, verify) and the owner key (docs/security.md); the authorization model is
+`hivemem.auth`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import apsw
-
 from hivemem import auth
 from hivemem.auth import TOKEN_RE, Principal
 from hivemem.errors import Conflict, Denied, NotFound
+from hivemem.store.connection import Connection, Key, Lock
 from hivemem.store.keys import new_secret
 from hivemem.store.sqlite import audit
 from hivemem.store.sqlite.db import all_rows, atomic, format_time, now, one
@@ -23,7 +23,7 @@ def _denied(reason: str) -> Denied:
     return Denied("token", f"token refused: {reason}", reason=reason, fix=fix)
 
 
-def authenticate(conn: apsw.Connection, token: str, owner_key: str, unknown_grants: list[dict[str, str]]) -> Principal:
+def authenticate(conn: Connection, token: str, owner_key: str, unknown_grants: list[dict[str, str]]) -> Principal:
     """The principal a `hello` token names; a bad token never falls back to unknown."""
     if not token:
         return auth.unknown(unknown_grants)
@@ -38,7 +38,7 @@ def authenticate(conn: apsw.Connection, token: str, owner_key: str, unknown_gran
     return _client(conn, who, secret)
 
 
-def recheck(conn: apsw.Connection, principal: Principal) -> None:
+def recheck(conn: Connection, principal: Principal) -> None:
     """A client's token stays valid only while its row exists and has not expired (checked per request)."""
     if principal.is_owner or principal.id == "unknown":
         return
@@ -49,7 +49,7 @@ def recheck(conn: apsw.Connection, principal: Principal) -> None:
         raise _denied("expired")
 
 
-def _client(conn: apsw.Connection, who: str, secret: str) -> Principal:
+def _client(conn: Connection, who: str, secret: str) -> Principal:
     row = one(conn, "SELECT name, grants, token_hash, expires FROM clients WHERE principal = ?", (who,))
     if row is None:
         counter = int(one(conn, "SELECT value FROM meta WHERE key = 'next_principal'")[0])  # type: ignore[index]
@@ -69,12 +69,13 @@ def _expires(ttl: int | None) -> str | None:
     return format_time(datetime.now(UTC) + timedelta(seconds=ttl))
 
 
-def add_client(conn: apsw.Connection, actor: Principal, name: str, grants: list[dict[str, str]],
+def add_client(conn: Connection, actor: Principal, name: str, grants: list[dict[str, str]],
                ttl: int | None) -> dict[str, Any]:  # fmt: skip
     """A new client with a fresh principal `g<N>`; the token is returned once and only its hash kept."""
     secret = new_secret()
     with atomic(conn):
-        if one(conn, "SELECT 1 FROM clients WHERE name = ?", (name,)) is not None:
+        # the name's check and the `meta` counter under the store-wide lock: rare, and simplest so (D208)
+        if one(conn, "SELECT 1 FROM clients WHERE name = ?", (name,), lock=Lock.STORE) is not None:
             raise Conflict("client_exists", f"a client named {name} exists", client=name)
         number = int(one(conn, "SELECT value FROM meta WHERE key = 'next_principal'")[0])  # type: ignore[index]
         conn.execute("UPDATE meta SET value = ? WHERE key = 'next_principal'", (str(number + 1),))
@@ -87,7 +88,7 @@ def add_client(conn: apsw.Connection, actor: Principal, name: str, grants: list[
     return {"client": name, "principal": principal, "token": f"hm1.{principal}.{secret}", "expires": expires}
 
 
-def list_clients(conn: apsw.Connection, after: int | None, limit: int) -> dict[str, Any]:
+def list_clients(conn: Connection, after: int | None, limit: int) -> dict[str, Any]:
     """Clients in the order they were made (by principal number), paged after `g<after>`; never a hash."""
     rows = all_rows(
         conn,
@@ -101,10 +102,10 @@ def list_clients(conn: apsw.Connection, after: int | None, limit: int) -> dict[s
             "next": page[-1][1] if len(rows) > limit else None}  # fmt: skip
 
 
-def remove_client(conn: apsw.Connection, actor: Principal, name: str) -> dict[str, Any]:
+def remove_client(conn: Connection, actor: Principal, name: str) -> dict[str, Any]:
     """Delete the client; its token is then `denied.token` with reason `revoked`."""
     with atomic(conn):
-        row = one(conn, "SELECT principal FROM clients WHERE name = ?", (name,))
+        row = one(conn, "SELECT principal FROM clients WHERE name = ?", (name,), lock=Key("client", name))
         if row is None:
             raise NotFound("client", f"no client named {name}", client=name)
         conn.execute("DELETE FROM clients WHERE name = ?", (name,))

@@ -1,4 +1,5 @@
-"""Connections with the settings of SPEC 5.1, and atomic(): one BEGIN IMMEDIATE per verb, savepoints inside it."""
+"""Connections with the settings of docs/schema.md (and defensive, with an untrusted schema), and atomic(): one
+BEGIN IMMEDIATE per verb, savepoints inside it."""
 
 from __future__ import annotations
 
@@ -10,13 +11,29 @@ from typing import Any
 import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
+from hivemem.store import connection
 from hivemem.store.clock import format_time as format_time
 from hivemem.store.clock import now as now
+from hivemem.store.connection import Row as Row
+from hivemem.store.connection import all_rows as all_rows
+from hivemem.store.connection import one as one
+from hivemem.store.connection import scalar as scalar
 from hivemem.store.sqlite import fts5
 
 BUSY_TIMEOUT_MS = 5000
 REQUIRED = {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "secure_delete": 1, "busy_timeout": 5000}
-Row = tuple[Any, ...]
+
+
+DIALECT = connection.Dialect(
+    chain_end="SELECT chain, (SELECT seq FROM sqlite_sequence WHERE name = 'events') FROM events ORDER BY id DESC "
+    "LIMIT 1",
+    last_event="SELECT seq FROM sqlite_sequence WHERE name = 'events'",
+    last_memory="SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
+    "coalesce((SELECT max(id) FROM memories), 0))",
+    add_relation="INSERT OR IGNORE INTO memory_relations(source_memory, target_memory, relation, reason, principal, "
+    "label, created) VALUES (?,?,?,?,?,?,?)",
+    version_bytes="length(CAST(CASE WHEN v.content = '' THEN m.content ELSE v.content END AS BLOB))",
+)
 
 
 class Connection(apsw.Connection):
@@ -25,6 +42,26 @@ class Connection(apsw.Connection):
 
     identity: tuple[int, int] | None = None
     begun: int | None = None
+    dialect = DIALECT
+
+    def locked(self, lock: connection.Locking, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        """Nothing to take: the writer's `BEGIN IMMEDIATE` holds the whole file to the end of the transaction, and
+        a reader sees one snapshot (docs/decisions.md D356)."""
+        return self.execute(sql, args).fetchall()
+
+
+def open_file(path: str, flags: int) -> Connection:
+    """Every SQLite connection hivemem opens: SQLite's defensive mode on and the schema untrusted, set before
+    the schema is first read, so no object in a file (a view, a trigger, a default) can call a function that
+    is not innocuous or write the schema or an index's shadow tables (docs/security.md)."""
+    conn = Connection(path, flags=flags)
+    harden(conn)
+    return conn
+
+
+def harden(conn: apsw.Connection) -> None:
+    conn.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
+    conn.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
 
 
 def connect(path: str, *, readonly: bool = False, page_size: int | None = None) -> Connection:
@@ -35,7 +72,7 @@ def connect(path: str, *, readonly: bool = False, page_size: int | None = None) 
     if frozen:
         flags |= apsw.SQLITE_OPEN_URI
     try:
-        conn = Connection(_immutable_uri(path) if frozen else path, flags=flags)
+        conn = open_file(_immutable_uri(path) if frozen else path, flags)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         try:
             fts5.prepare(conn)  # memory_fts cannot be read or written without the tokenizer
@@ -77,8 +114,8 @@ def identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def check_identity(conn: apsw.Connection) -> None:
-    """Refuse to write when the store path no longer names the file this connection opened (SPEC 6.1)."""
+def check_identity(conn: connection.Connection) -> None:
+    """Refuse to write when the store path no longer names the file this connection opened (docs/protocol.md)."""
     check_path(conn.filename, getattr(conn, "identity", None))
 
 
@@ -128,31 +165,14 @@ def read_only() -> Unavailable:
                        fix="make the store file and its file system writable, then `hivemem stop`")  # fmt: skip
 
 
-def all_rows(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> list[Row]:
-    """Run a query to completion (so no read transaction is left open)."""
-    return conn.execute(sql, args).fetchall()
-
-
-def one(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Row | None:
-    """The first row of a query, run to completion."""
-    rows = conn.execute(sql, args).fetchall()
-    return rows[0] if rows else None
-
-
-def scalar(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Any:
-    row = one(conn, sql, args)
-    return row[0] if row else None
-
-
 @contextmanager
-def atomic(conn: apsw.Connection, *, verb: bool = False) -> Iterator[apsw.Connection]:
+def atomic(conn: connection.Connection, *, verb: bool = False) -> Iterator[connection.Connection]:
     """One logical change: the outermost call is one BEGIN IMMEDIATE transaction on the file the store path
     names (commit on success, else roll back); a call inside it is undone alone when it fails: a SAVEPOINT, or,
     when the transaction is a verb's (`verb`: only row changes, which SQLite counts) and has changed nothing yet,
     the transaction itself, begun again after the failure (D132)."""
     if not conn.getautocommit():
-        begun: int | None = getattr(conn, "begun", None)
-        if begun is not None and conn.total_changes() == begun:
+        if isinstance(conn, Connection) and conn.begun is not None and conn.total_changes() == conn.begun:
             with _first_change(conn):
                 yield conn
         else:
@@ -178,13 +198,13 @@ def atomic(conn: apsw.Connection, *, verb: bool = False) -> Iterator[apsw.Connec
         raise translate(exc) from None
 
 
-def _begin(conn: apsw.Connection, verb: bool) -> None:
+def _begin(conn: connection.Connection, verb: bool) -> None:
     conn.execute("BEGIN IMMEDIATE")
     if isinstance(conn, Connection):
         conn.begun = conn.total_changes() if verb else None
 
 
-def _end(conn: apsw.Connection, how: str) -> None:
+def _end(conn: connection.Connection, how: str) -> None:
     """COMMIT or ROLLBACK the open transaction (SQLite may already have rolled back: a full disk, for one)."""
     if isinstance(conn, Connection):
         conn.begun = None
@@ -193,7 +213,7 @@ def _end(conn: apsw.Connection, how: str) -> None:
 
 
 @contextmanager
-def _first_change(conn: apsw.Connection) -> Iterator[None]:
+def _first_change(conn: connection.Connection) -> Iterator[None]:
     """A nested change that is the transaction's first: everything the transaction holds on failure is its own,
     so rolling the transaction back undoes it alone, and a new one is begun for the caller. No SAVEPOINT: inside
     one, SQLite copies every page the change touches to a sub-journal first, the larger part of a small write."""
@@ -212,7 +232,7 @@ def _first_change(conn: apsw.Connection) -> Iterator[None]:
 
 
 @contextmanager
-def _savepoint(conn: apsw.Connection) -> Iterator[None]:
+def _savepoint(conn: connection.Connection) -> Iterator[None]:
     """A nested change inside the caller's transaction: released on success, rolled back to on failure.
 
     Every level has the same name: SQLite's RELEASE and ROLLBACK TO act on the innermost savepoint of a name.
@@ -230,7 +250,7 @@ def _savepoint(conn: apsw.Connection) -> Iterator[None]:
 
 
 @contextmanager
-def snapshot(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+def snapshot(conn: connection.Connection) -> Iterator[connection.Connection]:
     """One read transaction around several statements (a no-op inside a transaction already open)."""
     if not conn.getautocommit():
         yield conn
@@ -253,7 +273,7 @@ START_CAUSES: tuple[tuple[type[BaseException], str], ...] = (
 
 
 def start_cause(exc: BaseException, store: str) -> str:
-    """Why opening the store failed, for a SQLite error (SPEC 6.1 causes); `other` for anything else."""
+    """Why opening the store failed, for a SQLite error (docs/protocol.md causes); `other` for anything else."""
     for kind, cause in START_CAUSES:
         if isinstance(exc, kind):
             return cause

@@ -1,4 +1,4 @@
-"""What purge does after its transaction: checkpoint, then scrub backups and exports (SPEC 2.5)."""
+"""What purge does after its transaction: checkpoint, then scrub backups and exports (docs/schema.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import os
 import apsw
 
 from hivemem.errors import Failed, HivememError, Unavailable
-from hivemem.store.sqlite import fts_index
-from hivemem.store.sqlite.db import atomic, connect, translate
+from hivemem.paths import write_private
+from hivemem.store.sqlite import fts_index, integrity
+from hivemem.store.sqlite.db import atomic, connect, scalar, translate
 
 
 def checkpoint(conn: apsw.Connection) -> None:
@@ -36,7 +37,8 @@ def scrub_backups(directory: str, memory: int) -> list[tuple[str, str]]:
     failures = []
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if os.path.islink(path) or not os.path.isfile(path) or name.endswith(("-wal", "-shm", "-journal", ".tmp")):
+        if (os.path.islink(path) or not os.path.isfile(path) or ".tmp-" in name
+                or name.endswith(("-wal", "-shm", "-journal", ".tmp"))):  # fmt: skip
             continue
         try:
             _scrub(path, memory)
@@ -48,8 +50,14 @@ def scrub_backups(directory: str, memory: int) -> list[tuple[str, str]]:
 
 
 def _scrub(path: str, memory: int) -> None:
+    """Erase the memory from one backup; a backup holding schema objects hivemem did not make (a trigger could
+    keep what is deleted) is not touched, and reported."""
     conn = connect(path)
     try:
+        foreign = integrity.foreign_objects(conn, int(scalar(conn, "PRAGMA user_version") or 0))
+        if foreign:
+            raise Failed("store", f"{path} holds schema objects hivemem did not create "
+                         f"({', '.join(o['type'] + ' ' + o['name'] for o in foreign)})", path=path)  # fmt: skip
         with atomic(conn):
             fts_index.remove_any_version(conn, memory)
             conn.execute("DELETE FROM memories WHERE id = ?", (memory,))
@@ -83,18 +91,13 @@ def scrub_exports(directory: str, store_id: str, memory: int) -> None:
         if os.path.islink(path) or not os.path.isfile(path):
             continue
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), encoding="utf-8") as f:
                 doc = json.load(f)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(doc, dict) or doc.get("format") != "hivemem.export" or doc.get("store_id") != store_id:
             continue
         doc["memories"] = [m for m in doc.get("memories", []) if m.get("id") != target]
         doc["relations"] = [r for r in doc.get("relations", []) if target not in (r.get("source"), r.get("target"))]
-        tmp = f"{path}.tmp-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # a new file under a random name (never written through one left at a guessable name), then renamed
+        write_private(path, json.dumps(doc, ensure_ascii=False).encode("utf-8"))

@@ -26,6 +26,18 @@ def condition(flt: Filter, alias: str = "m") -> tuple[str, list[Any]]:
     if flt.before is not None:
         clauses.append(f"{alias}.updated < ?")
         args.append(flt.before)
+    if flt.on not in ("updated", "created"):
+        raise ValueError(flt.on)
+    if flt.since is not None:
+        clauses.append(f"{alias}.{flt.on} >= ?")
+        args.append(flt.since)
+    if flt.until is not None:
+        clauses.append(f"{alias}.{flt.on} < ?")
+        args.append(flt.until)
+    if flt.authors:
+        marks = ",".join("?" * len(flt.authors))
+        clauses.append(f"({alias}.principal IN ({marks}) OR {alias}.label IN ({marks}))")
+        args.extend((*flt.authors, *flt.authors))
     if flt.hide_states:
         marks = ",".join("?" * len(flt.hide_states))
         clauses.append(f"({alias}.confidence_state IS NULL OR {alias}.confidence_state NOT IN ({marks}))")

@@ -2,7 +2,7 @@
 `hivemem_near`, whether a row holds two of a query's phrases close together (recall's relevance floor).
 
 The tokenizer wraps `porter unicode61 remove_diacritics 2` (so every English token is exactly what it was),
-cuts Chinese, Japanese and Korean runs into overlapping bigrams (SPEC 9.1), and adds a space token: a
+cuts Chinese, Japanese and Korean runs into overlapping bigrams (docs/embeddings.md), and adds a space token: a
 document tokenized with a locale (the view behind memory_fts passes the memory's space as its locale) gets
 `MARK + space` colocated with its first token. A colocated token takes no position, so it changes no
 column size and bm25 ranks exactly as without it, yet `... AND "<MARK>space"` makes MATCH itself keep one
@@ -25,7 +25,8 @@ MARK = "\x01"
 TOKENIZER = "hivemem"
 RANK = "hivemem_bm25"
 NEAR = "hivemem_near"
-WEIGHTS = (5.0, 1.0, 3.0)  # title, content, tags (SPEC 9.1)
+HELD = "hivemem_held"
+WEIGHTS = (5.0, 1.0, 3.0)  # title, content, tags (docs/embeddings.md)
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
 
 Tokens = list[Any]
@@ -36,6 +37,7 @@ def prepare(conn: apsw.Connection) -> None:
     conn.register_fts5_tokenizer(TOKENIZER, tokenizer_factory)
     conn.register_fts5_function(RANK, bm25)
     conn.register_fts5_function(NEAR, near)
+    conn.register_fts5_function(HELD, held)
 
 
 def tokenizer_factory(conn: apsw.Connection, args: list[str]) -> Callable[[bytes, int, str | None], Tokens]:
@@ -140,6 +142,27 @@ def near(api: apsw.FTS5ExtensionApi, *args: apsw.SQLiteValue) -> int:
         if any(p != q and b - a <= span for (a, p), (b, q) in pairwise(found)):
             return 1
     return 0
+
+
+def held(api: apsw.FTS5ExtensionApi, *args: apsw.SQLiteValue) -> str:
+    """Which of the query's phrases the row holds, which of those lie at most `window` tokens from another held
+    phrase in one column, and which it holds in its title or tags: three bit masks in hex, `"<held> <near>
+    <titled>"` (recall's evidence, D282)."""
+    located = [api.phrase_locations(phrase) for phrase in range(api.phrase_count)]
+    span = int(args[0])  # type: ignore[arg-type]  # the window, in tokens
+    mask = close = titled = 0
+    for phrase, cols in enumerate(located):
+        if any(cols):
+            mask |= 1 << phrase
+            if cols[0] or cols[2]:  # title, tags
+                titled |= 1 << phrase
+    if mask & (mask - 1):  # two phrases or more: look for neighbours
+        for column in range(api.column_count):
+            found = sorted((at, phrase) for phrase, cols in enumerate(located) for at in cols[column])
+            for (a, p), (b, q) in pairwise(found):
+                if p != q and b - a <= span:
+                    close |= 1 << p | 1 << q
+    return f"{mask:x} {close:x} {titled:x}"
 
 
 def _idf(rows: int, hits: int) -> float:

@@ -1,4 +1,4 @@
-"""Maintenance of memory_fts, the derived search index: one entry per live, active memory (SPEC 5.3).
+"""Maintenance of memory_fts, the derived search index: one entry per live, active memory (docs/schema.md).
 
 memory_fts reads its text through the view memory_fts_source (schema version 2), which shows exactly the
 live, active rows, each column carrying the memory's space as its FTS5 locale. An entry is added after its
@@ -12,7 +12,8 @@ from collections.abc import Callable
 import apsw
 
 from hivemem.progress import report
-from hivemem.store.sqlite.db import all_rows, atomic, scalar
+from hivemem.store import connection
+from hivemem.store.sqlite.db import Connection, all_rows, atomic, scalar
 
 BATCH = 2000
 # A term's lookup visits every segment of the index: written one memory at a time, a 120k-memory index holds
@@ -21,7 +22,7 @@ MERGE_FROM_SEGMENTS = 8
 MERGE_STEP_PAGES = 64  # one step of the merge: about 10-30 ms of the writer's time
 
 
-def add(conn: apsw.Connection, memory: int) -> None:
+def add(conn: connection.Connection, memory: int) -> None:
     """Index the memory if it is live and active (call after the row is written)."""
     conn.execute(
         "INSERT INTO memory_fts(rowid, title, content, tags) SELECT id, title, content, tags "
@@ -30,7 +31,7 @@ def add(conn: apsw.Connection, memory: int) -> None:
     )
 
 
-def add_range(conn: apsw.Connection, first: int, last: int) -> None:
+def add_range(conn: connection.Connection, first: int, last: int) -> None:
     """Index the live, active memories with ids from `first` to `last`, none of which may be indexed yet (rows
     just written), with one statement."""
     conn.execute(
@@ -40,7 +41,7 @@ def add_range(conn: apsw.Connection, first: int, last: int) -> None:
     )
 
 
-def remove(conn: apsw.Connection, memory: int) -> None:
+def remove(conn: connection.Connection, memory: int) -> None:
     """Drop the memory's entry, if it has one (call before the row changes)."""
     conn.execute(
         "INSERT INTO memory_fts(memory_fts, rowid, title, content, tags) SELECT 'delete', id, title, content, tags "
@@ -49,7 +50,7 @@ def remove(conn: apsw.Connection, memory: int) -> None:
     )
 
 
-def remove_any_version(conn: apsw.Connection, memory: int) -> None:
+def remove_any_version(conn: connection.Connection, memory: int) -> None:
     """`remove` in a database of any schema version (a backup keeps the version it was taken at)."""
     if int(scalar(conn, "PRAGMA user_version") or 0) >= 2:
         remove(conn, memory)
@@ -61,7 +62,7 @@ def remove_any_version(conn: apsw.Connection, memory: int) -> None:
     )
 
 
-def fill(conn: apsw.Connection, progress: Callable[[str], None]) -> int:
+def fill(conn: connection.Connection, progress: Callable[[str], None]) -> int:
     """Index every live, active memory into an empty memory_fts, in batches, reporting progress; returns the count."""
     ids = [int(r[0]) for r in all_rows(conn, "SELECT id FROM memory_fts_source ORDER BY id")]
     for start in range(0, len(ids), BATCH):
@@ -76,7 +77,7 @@ def fill(conn: apsw.Connection, progress: Callable[[str], None]) -> int:
     return len(ids)
 
 
-def problems(conn: apsw.Connection) -> list[str]:
+def problems(conn: connection.Connection) -> list[str]:
     """What is wrong with memory_fts against the canonical rows: missing and orphaned entries, and FTS5's own
     integrity check, which re-tokenizes every live, active row (text, CJK bigrams and space tokens)."""
     live = {int(r[0]) for r in all_rows(conn, "SELECT id FROM memory_fts_source")}
@@ -90,12 +91,12 @@ def problems(conn: apsw.Connection) -> list[str]:
     return found
 
 
-def segments(conn: apsw.Connection) -> int:
+def segments(conn: connection.Connection) -> int:
     """How many segments memory_fts is made of."""
     return int(scalar(conn, "SELECT count(DISTINCT segid) FROM memory_fts_idx") or 0)
 
 
-def merge_step(conn: apsw.Connection, resume: bool) -> bool:
+def merge_step(conn: Connection, resume: bool) -> bool:
     """One bounded step of merging memory_fts into one segment, in its own transaction; True while work remains.
 
     A merge starts only when the index has more than MERGE_FROM_SEGMENTS segments; `resume` goes on with one

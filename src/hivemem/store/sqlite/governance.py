@@ -1,6 +1,7 @@
-"""Governance (SPEC 8): capture and confirm, review, challenge, archive, relations, move and a memory's audit.
+"""Governance (docs/governance.md): capture and confirm, review, challenge, archive, relations, move and a
+memory's audit.
 
-Each write is one `atomic()` transaction committing row, index, version and event together (SPEC 5.5).
+Each write is one `atomic()` transaction committing row, index, version and event together (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import apsw
-
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, InvalidParams, NotFound
 from hivemem.search.terms import stopwords
+from hivemem.store.connection import Connection, Key, Lock
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, memories, search, vectors
@@ -22,7 +22,7 @@ from hivemem.store.sqlite.filters import condition
 from hivemem.store.sqlite.listing import item
 from hivemem.store.sqlite.memories import COLUMNS, capture_key, mid
 
-EXHAUSTIVE_MAX = 100  # spaces with at most this many active memories are compared in full (SPEC 8.1)
+EXHAUSTIVE_MAX = 100  # spaces with at most this many active memories are compared in full (docs/governance.md)
 RELATED_MAX = 20
 SIMILAR = 0.5
 DESTRUCTIVE = ("stale", "wrong", "superseded")
@@ -30,13 +30,14 @@ CANDIDATE_TERMS = 16  # the draft's distinct terms weighed to find FTS candidate
 RARE_TERMS = 8  # of which the rarest pick the candidates (docs/decisions.md D91)
 
 
-def _key_match(conn: apsw.Connection, space: str, key: str) -> int | None:
+def _key_match(conn: Connection, space: str, key: str) -> int | None:
     """A live memory of any status in `space` with this capture key (the index holds a 32-character prefix)."""
     found = scalar(
         conn,
         "SELECT id FROM memories WHERE space = ? AND substr(capture_key, 1, 32) = ? AND capture_key = ? "
         "AND deleted IS NULL ORDER BY id LIMIT 1",
         (space, key[:32], key),
+        lock=Key("capture", space, key),  # no row holds it yet: two captures of one key take turns
     )
     return int(found) if found is not None else None
 
@@ -45,14 +46,14 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
-def candidates(conn: apsw.Connection, key: str, flt: Filter) -> list[int]:
+def candidates(conn: Connection, key: str, flt: Filter) -> list[int]:
     """Up to 20 active memories of the space sharing the draft's rarest words, best first (no stopwords)."""
     words = list(dict.fromkeys(key.split()))
     kept = [w for w in words if w not in stopwords()] or words
     return search.sharing(conn, kept[:CANDIDATE_TERMS], flt, RELATED_MAX, RARE_TERMS)
 
 
-def related(conn: apsw.Connection, key: str, flt: Filter) -> tuple[list[dict[str, Any]], bool]:
+def related(conn: Connection, key: str, flt: Filter) -> tuple[list[dict[str, Any]], bool]:
     """Active memories the filter admits whose capture-key token sets are similar to `key`'s, and whether every
     one of them was compared (a space of at most 100) or only FTS candidates were."""
     where, args = condition(flt, "m")
@@ -73,7 +74,7 @@ def related(conn: apsw.Connection, key: str, flt: Filter) -> tuple[list[dict[str
     return [{"id": mid(i), "similarity": round(s, 4)} for s, i in best], exhaustive
 
 
-def capture(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None,
+def capture(conn: Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None,
             flt: Filter) -> dict[str, Any]:  # fmt: skip
     """A draft, unless a live memory of the space has the same capture key (then nothing is written)."""
     key = capture_key(p["content"])
@@ -87,8 +88,8 @@ def capture(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str
             "exhaustive": exhaustive, "independent": exhaustive and not found}  # fmt: skip
 
 
-def _current(conn: apsw.Connection, memory: int, revision: int) -> dict[str, Any]:
-    f = memories._fields(memories.load(conn, memory))
+def _current(conn: Connection, memory: int, revision: int) -> dict[str, Any]:
+    f = memories._fields(memories.load(conn, memory, lock=Lock.ROW))
     memories._check_revision(memory, f["revision"], revision)
     return f
 
@@ -97,7 +98,7 @@ def _status_conflict(memory: int, status: str, wanted: str) -> Conflict:
     return Conflict("memory_status", f"{mid(memory)} is {status}, not {wanted}", id=mid(memory), status=status)
 
 
-def confirm(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any]) -> dict[str, Any]:
+def confirm(conn: Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any]) -> dict[str, Any]:
     """A draft becomes active, user_confirmed, confidence 1.0, with any edits given."""
     with atomic(conn):
         f = _current(conn, memory, p["revision"])
@@ -114,9 +115,9 @@ def confirm(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
         sets = ", ".join(f"{k} = ?" for k in new)
         extra = (memories.sha256(f["content"]), capture_key(f["content"]))
         memories._bump(conn, f, actor, f"{sets}, content_sha256 = ?, capture_key = ?", (*new.values(), *extra))
-        memories._index(conn, memory, f["title"], f["content"], f["tags"])
+        memories._index(conn, memory)
         if {"title", "content"} & edits.keys():
-            vectors.drop(conn, memory)  # the text it was made from is gone (SPEC 9.2)
+            vectors.drop(conn, memory)  # the text it was made from is gone (docs/embeddings.md)
         memories._version(conn, limits, f, "confirm", actor, before)
         data = {"fields": sorted(edits)}
         rev = f["revision"]
@@ -130,7 +131,7 @@ def _review_after(limits: Limits, kind: str) -> str | None:
 
 
 def _effect(limits: Limits, f: dict[str, Any], outcome: str) -> dict[str, Any]:
-    """The columns an outcome sets (SPEC 8.3)."""
+    """The columns an outcome sets (docs/governance.md)."""
     if outcome == "still_valid":
         return {"confidence_state": "user_confirmed", "review_after": _review_after(limits, f["kind"])}
     if outcome == "needs_review":
@@ -139,7 +140,7 @@ def _effect(limits: Limits, f: dict[str, Any], outcome: str) -> dict[str, Any]:
     return archived | ({"confidence": 0.0} if outcome == "wrong" else {})
 
 
-def challenge(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any],
+def challenge(conn: Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any],
               replacement: int | None) -> dict[str, Any]:  # fmt: skip
     """Apply an outcome; a destructive one without `confirm` is only previewed and writes nothing."""
     outcome = p["outcome"]
@@ -169,13 +170,13 @@ def challenge(conn: apsw.Connection, limits: Limits, actor: Principal, memory: i
     return {"id": mid(memory), "revision": f["revision"], "outcome": outcome, "applied": True}
 
 
-def _live_active(conn: apsw.Connection, memory: int) -> None:
-    row = one(conn, "SELECT status FROM memories WHERE id = ? AND deleted IS NULL", (memory,))
+def _live_active(conn: Connection, memory: int) -> None:
+    row = one(conn, "SELECT status FROM memories WHERE id = ? AND deleted IS NULL", (memory,), lock=Lock.SHARE)
     if row is None or row[0] != "active":
         raise NotFound("memory", f"{mid(memory)} is not a live active memory", id=mid(memory), param="replacement")
 
 
-def archive(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> dict[str, Any]:
+def archive(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> dict[str, Any]:
     """Archive a live memory (active or draft); an archived one is returned as it is."""
     with atomic(conn):
         f = _current(conn, memory, revision)
@@ -191,12 +192,11 @@ def archive(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
     return {"id": mid(memory), "revision": f["revision"]}
 
 
-def _link(conn: apsw.Connection, actor: Principal, source: int, target: int, relation: str,
+def _link(conn: Connection, actor: Principal, source: int, target: int, relation: str,
           reason: str | None) -> bool:  # fmt: skip
     """Insert a relation and its event inside the caller's transaction; False if it was already there."""
     conn.execute(
-        "INSERT OR IGNORE INTO memory_relations(source_memory, target_memory, relation, reason, principal, label, "
-        "created) VALUES (?,?,?,?,?,?,?)",
+        conn.dialect.add_relation,
         (source, target, relation, reason or None, actor.id, actor.label, now()),
     )
     if not conn.changes():
@@ -207,19 +207,19 @@ def _link(conn: apsw.Connection, actor: Principal, source: int, target: int, rel
     return True
 
 
-def relate(conn: apsw.Connection, actor: Principal, source: int, target: int, relation: str,
+def relate(conn: Connection, actor: Principal, source: int, target: int, relation: str,
            reason: str | None) -> dict[str, Any]:  # fmt: skip
     """Record `source relation target` between two live memories."""
     if source == target:
         raise InvalidParams("range", "a memory cannot be related to itself", param="target")
     with atomic(conn):
-        memories.load(conn, source)
-        memories.load(conn, target)
+        memories.load(conn, source, lock=Lock.ROW)  # neither is deleted, moved or purged while related
+        memories.load(conn, target, lock=Lock.ROW)
         changed = _link(conn, actor, source, target, relation, reason)
     return {"source": mid(source), "target": mid(target), "relation": relation, "changed": changed}
 
 
-def unrelate(conn: apsw.Connection, actor: Principal, source: int, target: int, relation: str) -> dict[str, Any]:
+def unrelate(conn: Connection, actor: Principal, source: int, target: int, relation: str) -> dict[str, Any]:
     """Remove a relation; one that is not there is `changed: false`."""
     with atomic(conn):
         conn.execute(
@@ -234,7 +234,7 @@ def unrelate(conn: apsw.Connection, actor: Principal, source: int, target: int, 
     return {"source": mid(source), "target": mid(target), "relation": relation, "changed": changed}
 
 
-def move(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, revision: int,
+def move(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int,
          space: str) -> dict[str, Any]:  # fmt: skip
     """A new memory in `space` with the old one's fields and author; the old one soft-deleted; one transaction."""
     with atomic(conn):
@@ -267,7 +267,7 @@ def due_key(fields: dict[str, Any], at: str) -> str:
     return str(min(times) if times else fields["updated"])
 
 
-def review(conn: apsw.Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
+def review(conn: Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
     """Live active memories due for review or expired, oldest due first, paged after a memory id."""
     at = now()
     where, args = condition(flt, "m")
@@ -295,14 +295,14 @@ def review(conn: apsw.Connection, flt: Filter, after: int | None, limit: int) ->
     return {"memories": [item(rows[i]) for i in page if i in rows], "next": nxt}
 
 
-def audited_space(conn: apsw.Connection, memory: int) -> str | None:
+def audited_space(conn: Connection, memory: int) -> str | None:
     """The space of a memory as its newest event names it: a purged memory's row is gone, its events are not."""
     row = one(conn, "SELECT space FROM events WHERE memory = ? AND space IS NOT NULL ORDER BY id DESC LIMIT 1",
               (memory,))  # fmt: skip
     return str(row[0]) if row else None
 
 
-def audit_events(conn: apsw.Connection, memory: int, before: int | None, limit: int) -> dict[str, Any]:
+def audit_events(conn: Connection, memory: int, before: int | None, limit: int) -> dict[str, Any]:
     """The memory's events, newest first, paged below an event id."""
     sql = f"SELECT {audit.COLUMNS} FROM events WHERE memory = ?" + (" AND id < ?" if before else "")
     args: tuple[Any, ...] = (memory, before) if before else (memory,)
@@ -311,7 +311,7 @@ def audit_events(conn: apsw.Connection, memory: int, before: int | None, limit: 
     return {"events": page, "next": page[-1]["id"] if len(rows) > limit else None}
 
 
-def live_space(conn: apsw.Connection, memory: int) -> str | None:
+def live_space(conn: Connection, memory: int) -> str | None:
     """The space of a live (not deleted) memory, or None."""
     row = one(conn, "SELECT space FROM memories WHERE id = ? AND deleted IS NULL", (memory,))
     return str(row[0]) if row else None

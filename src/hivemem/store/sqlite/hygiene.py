@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import apsw
-
+from hivemem.store.connection import Connection
 from hivemem.store.filters import Filter
 from hivemem.store.hygiene import End, Relation, Row, Scan
 from hivemem.store.sqlite.db import all_rows, scalar, snapshot
@@ -23,7 +22,7 @@ COLUMNS = (
 PAGE = 1000  # memories read at a time
 
 
-def scan(conn: apsw.Connection, flt: Filter) -> Scan:
+def scan(conn: Connection, flt: Filter) -> Scan:
     """Every relation and the newest recall of each memory, read now, and the live memories `flt` admits, oldest
     first, in `pages` read as they are iterated (in the caller's snapshot: `Store.search.snapshot`)."""
     out = Scan(pages=_pages(conn, flt))
@@ -47,7 +46,7 @@ def scan(conn: apsw.Connection, flt: Filter) -> Scan:
     return out
 
 
-def _pages(conn: apsw.Connection, flt: Filter) -> Iterator[list[Row]]:
+def _pages(conn: Connection, flt: Filter) -> Iterator[list[Row]]:
     where, args = condition(flt, "m")
     sql = f"SELECT {COLUMNS} FROM memories m WHERE {where} AND m.id > ? ORDER BY m.id LIMIT ?"
     after = 0

@@ -1,7 +1,7 @@
-"""Integrity checks (SPEC 12.2): each returns a list of findings, and none means healthy.
+"""Integrity checks (docs/operations.md): each returns a list of findings, and none means healthy.
 
 A finding is `{check, memory?, event?, detail}`. `doctor` runs the quick check on the store file
-itself, read-only and only while no daemon runs (SPEC 6.1); `store check` runs the full set on the
+itself, read-only and only while no daemon runs (docs/protocol.md); `store check` runs the full set on the
 daemon's own connection. New checks are one function each, added to CHECKS.
 """
 
@@ -15,15 +15,16 @@ from typing import Any
 import apsw
 
 from hivemem import progress
-from hivemem.params import MAX_TAGS, TAG_RE
+from hivemem.params import MAX_TAGS, valid_tag
+from hivemem.store.connection import Connection
 from hivemem.store.sqlite import fts5, schema, vectors
 from hivemem.store.sqlite.audit import verify_chain
-from hivemem.store.sqlite.db import all_rows, connect
+from hivemem.store.sqlite.db import all_rows, connect, open_file
 from hivemem.store.sqlite.migrations import check_header
 from hivemem.store.sqlite.secret_scan import Progress, Report, scan_stored
 
 Finding = dict[str, Any]
-Check = Callable[[apsw.Connection], list[Finding]]
+Check = Callable[[Connection], list[Finding]]
 MIN_SQLITE = (3, 42, 0)
 SCHEMA_VERSION = schema.VERSION  # the version a new store is created at
 
@@ -39,22 +40,22 @@ def finding(check: str, detail: str, *, memory: int | None = None, event: int | 
     return found
 
 
-def _pragma_check(conn: apsw.Connection, pragma: str) -> list[Finding]:
+def _pragma_check(conn: Connection, pragma: str) -> list[Finding]:
     rows = all_rows(conn, f"PRAGMA {pragma}(100)")
     return [] if rows == [("ok",)] else [finding("integrity", str(row[0])) for row in rows]
 
 
-def quick(conn: apsw.Connection) -> list[Finding]:
+def quick(conn: Connection) -> list[Finding]:
     """`PRAGMA quick_check`: the pages and b-trees, without matching indexes to their tables."""
     return _pragma_check(conn, "quick_check")
 
 
-def integrity(conn: apsw.Connection) -> list[Finding]:
+def integrity(conn: Connection) -> list[Finding]:
     """`PRAGMA integrity_check`: everything quick_check does, and every index against its table."""
     return _pragma_check(conn, "integrity_check")
 
 
-def foreign_keys(conn: apsw.Connection) -> list[Finding]:
+def foreign_keys(conn: Connection) -> list[Finding]:
     """`PRAGMA foreign_key_check`: rows that name a parent row that does not exist."""
     rows = all_rows(conn, "PRAGMA foreign_key_check")
     found = []
@@ -64,28 +65,28 @@ def foreign_keys(conn: apsw.Connection) -> list[Finding]:
     return found
 
 
-def events_chain(conn: apsw.Connection) -> list[Finding]:
-    """The audit log's hash chain (SPEC 8.5): the first event where it breaks."""
+def events_chain(conn: Connection) -> list[Finding]:
+    """The audit log's hash chain (docs/governance.md): the first event where it breaks."""
     broken = verify_chain(conn)
     if broken is None:
         return []
     return [finding("events.chain", f"event {broken} does not match the chain", event=broken)]
 
 
-def fts_missing(conn: apsw.Connection) -> list[Finding]:
+def fts_missing(conn: Connection) -> list[Finding]:
     """Live, active memories without a memory_fts row."""
     rows = all_rows(conn, "SELECT id FROM memory_fts_source WHERE id NOT IN (SELECT id FROM memory_fts_docsize)")
     return [finding("fts.missing", "live, active memory has no search index row", memory=r[0]) for r in rows]
 
 
-def fts_orphaned(conn: apsw.Connection) -> list[Finding]:
+def fts_orphaned(conn: Connection) -> list[Finding]:
     """memory_fts rows for a memory that is absent, deleted, draft or archived."""
     rows = all_rows(conn, "SELECT id FROM memory_fts_docsize WHERE id NOT IN (SELECT id FROM memory_fts_source)")
     return [finding("fts.orphaned", "search index row for a memory that is absent, deleted, draft or archived",
                     memory=r[0]) for r in rows]  # fmt: skip
 
 
-def fts_mismatched(conn: apsw.Connection) -> list[Finding]:
+def fts_mismatched(conn: Connection) -> list[Finding]:
     """FTS5's own integrity check, which re-tokenizes every live, active row (title, content, tags, space token).
 
     FTS5 says only that the index and the rows differ, not where; a missing or orphaned row also makes it fail,
@@ -102,12 +103,12 @@ def fts_mismatched(conn: apsw.Connection) -> list[Finding]:
     return []
 
 
-def tags_invalid(conn: apsw.Connection) -> list[Finding]:
+def tags_invalid(conn: Connection) -> list[Finding]:
     """Stored tags outside the grammar, more than 16, or repeated."""
     found = []
     for memory, tags in all_rows(conn, "SELECT id, tags FROM memories WHERE tags != ''"):
         items = tags.split(" ")
-        if len(items) > MAX_TAGS or len(set(items)) != len(items) or not all(TAG_RE.match(t) for t in items):
+        if len(items) > MAX_TAGS or len(set(items)) != len(items) or not all(map(valid_tag, items)):
             found.append(finding("tags.invalid", "tags break the tag grammar, repeat, or are over 16", memory=memory))
     return found
 
@@ -116,19 +117,57 @@ def _normal(sql: str | None) -> str:
     return " ".join((sql or "").split())
 
 
+SCHEMAS = {1: schema.V1, 2: schema.V2, 3: schema.V3}  # the SQL that makes a store of each version
+
+
 @functools.cache
-def expected_schema() -> dict[str, str]:
-    """name -> SQL of every schema object a new store has (tables, the FTS table and its shadows, indexes)."""
-    conn = apsw.Connection(":memory:")
+def expected_schema(version: int = schema.VERSION) -> dict[str, str]:
+    """name -> SQL of every schema object a new store of `version` has (tables, the FTS table and its shadows,
+    the view the index reads, indexes)."""
+    conn = open_file(":memory:", apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
     try:
         fts5.prepare(conn)
-        conn.execute(schema.V2)
+        conn.execute(SCHEMAS[version])
         return {name: _normal(sql) for name, sql in all_rows(conn, "SELECT name, sql FROM sqlite_master")}
     finally:
         conn.close()
 
 
-def schema_unexpected(conn: apsw.Connection) -> list[Finding]:
+def foreign_objects(conn: Connection, version: int) -> list[dict[str, str]]:
+    """Every schema object that a store of `version` made by hivemem does not have, or has with other SQL:
+    [{type, name}]. SQLite's own tables and automatic indexes (`sqlite_*`) are SQLite's, not foreign."""
+    want = expected_schema(version) if version in SCHEMAS else {}
+    rows = all_rows(conn, "SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+    return [{"type": kind, "name": name} for kind, name, sql in rows
+            if not (kind in ("table", "index") and name.startswith("sqlite_"))
+            and want.get(name) != _normal(sql)]  # fmt: skip
+
+
+@functools.cache
+def expected_fts_settings(version: int = schema.VERSION) -> tuple[tuple[str, Any], ...]:
+    """The FTS5 settings (`memory_fts_config`, but its `version`, which FTS5 raises itself) a new store of
+    `version` has: `secure-delete` on, so a purge leaves no token of its text in the index (docs/security.md)."""
+    conn = open_file(":memory:", apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+    try:
+        fts5.prepare(conn)
+        conn.execute(SCHEMAS[version])
+        return tuple(sorted(all_rows(conn, "SELECT k, v FROM memory_fts_config WHERE k != 'version'")))
+    finally:
+        conn.close()
+
+
+def foreign_settings(conn: Connection, version: int) -> list[dict[str, str]]:
+    """Every FTS5 setting that a store of `version` made by hivemem does not have, or has with another value
+    (`secure-delete` off keeps purged text in the index): [{type: "setting", name: "memory_fts.<key>"}]."""
+    if version not in SCHEMAS:
+        return []
+    want = dict(expected_fts_settings(version))
+    found: dict[str, Any] = dict(all_rows(conn, "SELECT k, v FROM memory_fts_config WHERE k != 'version'"))
+    return [{"type": "setting", "name": f"memory_fts.{key}"} for key in sorted(set(want) | set(found))
+            if want.get(key) != found.get(key)]  # fmt: skip
+
+
+def schema_unexpected(conn: Connection) -> list[Finding]:
     """Schema objects whose SQL differs from what this version creates, or that are missing or extra."""
     found = {name: _normal(sql) for name, sql in all_rows(conn, "SELECT name, sql FROM sqlite_master")}
     want = expected_schema()
@@ -137,10 +176,13 @@ def schema_unexpected(conn: apsw.Connection) -> list[Finding]:
             if name in found and found[name] != want[name]]  # fmt: skip
     out += [finding("schema.unexpected", f"{name}: not part of the schema") for name in sorted(set(found) - set(want))
             if not name.startswith("sqlite_")]  # fmt: skip
+    if "memory_fts_config" in found:
+        out += [finding("schema.unexpected", f"{o['name']}: setting differs from the expected")
+                for o in foreign_settings(conn, schema.VERSION)]  # fmt: skip
     return out
 
 
-def vectors_length(conn: apsw.Connection) -> list[Finding]:
+def vectors_length(conn: Connection) -> list[Finding]:
     """Vectors whose byte length is not a whole number of f32s, or differs from the rest of their model's."""
     rows = all_rows(conn, "SELECT memory, model, length(embedding) FROM memory_vectors ORDER BY memory")
     usual: dict[str, int] = {}
@@ -166,7 +208,7 @@ FTS: dict[str, Check] = {name: CHECKS[name] for name in ("fts.missing", "fts.orp
 WRITER_ONLY = ("fts.mismatched",)  # FTS5's integrity-check is an INSERT command: a read-only handle cannot run it
 
 
-def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS,
+def run(conn: Connection, checks: dict[str, Check] = CHECKS,
         errors: tuple[type[BaseException], ...] = (apsw.Error,)) -> list[Finding]:  # fmt: skip
     """Every check's findings; a check that the database cannot finish (one of `errors`) is a finding of its
     own."""
@@ -182,7 +224,7 @@ def run(conn: apsw.Connection, checks: dict[str, Check] = CHECKS,
 
 
 def report(findings: list[Finding], skipped: tuple[str, ...] = ()) -> dict[str, Any]:
-    """`{ok, findings, counts}` as `store check` answers it (SPEC 12.2), with `skipped` naming the checks that
+    """`{ok, findings, counts}` as `store check` answers it (docs/operations.md), with `skipped` naming the checks that
     did not run (on a read-only connection)."""
     counts: dict[str, int] = {}
     for found in findings:
@@ -233,7 +275,7 @@ def embedding_state(path: str) -> tuple[int, int, str | None]:
         os.umask(old)
 
 
-def _open_read_only(path: str) -> apsw.Connection:
+def _open_read_only(path: str) -> Connection:
     """A read-only connection to an existing store file of this version (a foreign or newer one is refused)."""
     check_header(path)
     return connect(path, readonly=True)

@@ -6,9 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
 from hivemem.auth import Readable
+from hivemem.store.connection import Connection
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite import vectors
 from hivemem.store.sqlite.db import Row, all_rows, one, scalar
@@ -24,14 +23,7 @@ def item(row: Row, *, deleted: bool = False) -> dict[str, Any]:
     return out
 
 
-def rows_by_id(conn: apsw.Connection, ids: list[int]) -> dict[int, Row]:
-    if not ids:
-        return {}
-    rows = all_rows(conn, f"SELECT {COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)
-    return {int(r[0]): r for r in rows}
-
-
-def list_memories(conn: apsw.Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
+def list_memories(conn: Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
     """Newest first, paged by an exclusive `after` id."""
     where, args = condition(flt, "m")
     if after is not None:
@@ -45,7 +37,7 @@ def list_memories(conn: apsw.Connection, flt: Filter, after: int | None, limit: 
     return {"memories": [item(r, deleted=flt.include_deleted) for r in page], "next": nxt}
 
 
-def selection(conn: apsw.Connection, flt: Filter, after: int | None = None, limit: int = -1) -> list[tuple[int, int]]:
+def selection(conn: Connection, flt: Filter, after: int | None = None, limit: int = -1) -> list[tuple[int, int]]:
     """(id, revision) of the newest `limit` matching memories below `after` (all of them by default)."""
     where, args = condition(flt, "m")
     if after is not None:
@@ -55,7 +47,7 @@ def selection(conn: apsw.Connection, flt: Filter, after: int | None = None, limi
     return [(int(a), int(b)) for a, b in all_rows(conn, sql, (*args, limit))]
 
 
-def spaces(conn: apsw.Connection, flt: Filter, after: str | None, limit: int) -> dict[str, Any]:
+def spaces(conn: Connection, flt: Filter, after: str | None, limit: int) -> dict[str, Any]:
     """Readable spaces by name, counting live memories of any status; paged by an exclusive `after` name."""
     where, args = condition(flt, "m")
     if after is not None:
@@ -73,7 +65,7 @@ def spaces(conn: apsw.Connection, flt: Filter, after: str | None, limit: int) ->
 
 @dataclass(frozen=True)
 class Sessions:
-    """Which sessions a caller can read: all, these numbers, or those it reported (SPEC 4.3)."""
+    """Which sessions a caller can read: all, these numbers, or those it reported (docs/security.md)."""
 
     every: bool
     numbers: frozenset[int]
@@ -93,11 +85,11 @@ class Sessions:
         return " OR ".join(clauses), args
 
 
-def status(conn: apsw.Connection, sqlite_version: str, readable: Readable, sessions: Sessions,
+def status(conn: Connection, sqlite_version: str, readable: Readable, sessions: Sessions,
            path: str | None = None, embeddings: str = "off") -> dict[str, Any]:  # fmt: skip
     """Versions and counts of the rows `readable` and `sessions` cover; with `path`, also the path and size.
     `embeddings` is the provider in force; with one, `pending` counts the live active memories it has yet to
-    embed (SPEC 5.3)."""
+    embed (docs/schema.md)."""
     where, args = condition(Filter(readable=readable, status=None, include_deleted=True), "m")
     counts = one(
         conn,
@@ -126,7 +118,7 @@ def status(conn: apsw.Connection, sqlite_version: str, readable: Readable, sessi
     return out
 
 
-def _count_of_memories(conn: apsw.Connection, table: str, where: str, args: list[Any]) -> int:
+def _count_of_memories(conn: Connection, table: str, where: str, args: list[Any]) -> int:
     """Rows of `table` (keyed by `memory`) whose memory matches `where`; a plain count when that is every row."""
     if where == "1":
         return int(scalar(conn, f"SELECT COUNT(*) FROM {table}"))

@@ -9,10 +9,9 @@ import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import apsw
-
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, NotFound
+from hivemem.store.connection import Connection, Lock
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, fts_index, vectors
 from hivemem.store.sqlite.db import Row, all_rows, atomic, format_time, now, one, scalar
@@ -34,7 +33,7 @@ def mid(memory: int) -> str:
 
 
 def sha256(content: str) -> bytes:
-    """SHA-256 of the NFC form: two spellings that differ only in normalization are one memory (SPEC 2.4)."""
+    """SHA-256 of the NFC form: two spellings that differ only in normalization are one memory (docs/verbs.md)."""
     if content.isascii():  # ASCII text is its own NFC form
         return hashlib.sha256(content.encode("ascii")).digest()
     return hashlib.sha256(unicodedata.normalize("NFC", content).encode("utf-8")).digest()
@@ -46,7 +45,7 @@ _ASCII_KEY = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <=
 
 
 def capture_key(content: str) -> str:
-    """NFKC, casefold, each run of non-alphanumerics one space, trimmed (SPEC 2.4)."""
+    """NFKC, casefold, each run of non-alphanumerics one space, trimmed (docs/verbs.md)."""
     if content.isascii():  # the same key, without a regex pass over the whole text
         spaced = content.encode("ascii").translate(_ASCII_KEY).decode("ascii")
         if "  " not in spaced and spaced[:1] != " " and spaced[-1:] != " ":
@@ -55,12 +54,23 @@ def capture_key(content: str) -> str:
     # ASCII bytes as above in one C pass; then each distinct other character, casefolded with every
     # non-alphanumeric it folds to a space, replaced throughout: the same key as the regex over the whole text
     # (tests/test_capture_key.py), at a fraction of its cost on mostly-ASCII text with a few curly quotes.
-    text = unicodedata.normalize("NFKC", content).encode("utf-8").translate(_UTF8_KEY).decode("utf-8")
+    text = nfkc(content).encode("utf-8").translate(_UTF8_KEY).decode("utf-8")
     for ch in set(_ASCII_RUN.sub("", text)):
         folded = _NOT_ALNUM.sub(" ", ch.casefold())
         if folded != ch:
             text = text.replace(ch, folded)
     return " ".join(text.split())
+
+
+def nfkc(text: str) -> str:
+    """`unicodedata.normalize("NFKC", text)`, normalizing only the lines that are not ASCII (an ASCII line is its
+    own NFKC form). A line feed is a starter that no character composes with, so no normalization step reorders,
+    decomposes or composes across it: NFKC(a + LF + b) is NFKC(a) + LF + NFKC(b) (tests/test_capture_key.py). On
+    mostly-ASCII text with a few curly quotes or an ellipsis this skips most of the text, where `normalize`
+    decomposes and recomposes every character once one is not in NFKC form."""
+    if "\n" not in text:
+        return unicodedata.normalize("NFKC", text)
+    return "\n".join(line if line.isascii() else unicodedata.normalize("NFKC", line) for line in text.split("\n"))
 
 
 # The same for the ASCII bytes of UTF-8 text, every byte of a multi-byte character kept as it is.
@@ -79,7 +89,7 @@ def by(principal: str, label: str | None) -> dict[str, str]:
 
 
 def review_state(fields: dict[str, Any], at: str) -> str | None:
-    """`expired`, `due` or None (SPEC 2.1)."""
+    """`expired`, `due` or None (docs/verbs.md)."""
     if fields.get("expires_at") and fields["expires_at"] <= at:
         return "expired"
     if (fields.get("review_after") and fields["review_after"] <= at) or fields.get(
@@ -90,7 +100,7 @@ def review_state(fields: dict[str, Any], at: str) -> str | None:
 
 
 def shape(row: Row, *, content: bool = True, deleted: bool = False) -> dict[str, Any]:
-    """A memories row as the JSON Memory of SPEC 2.1; absent members omitted."""
+    """A memories row as the JSON Memory of docs/verbs.md; absent members omitted."""
     c = dict(zip(NAMES, row, strict=True))
     out: dict[str, Any] = {"id": mid(c["id"]), "space": c["space"], "kind": c["kind"]}
     if c["title"]:
@@ -125,26 +135,27 @@ def _optional(out: dict[str, Any], c: dict[str, Any], keys: tuple[str, ...]) -> 
             out[key] = c[key]
 
 
-def load(conn: apsw.Connection, memory: int, *, include_deleted: bool = False) -> Row:
-    """The memories row, or not_found.memory (a deleted one is absent unless asked for)."""
-    row = one(conn, f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory,))
+def load(conn: Connection, memory: int, *, include_deleted: bool = False, lock: Lock | None = None) -> Row:
+    """The memories row, or not_found.memory (a deleted one is absent unless asked for); a verb that goes on to
+    write it, or relies on it, says so with `lock`."""
+    row = one(conn, f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory,), lock=lock)
     if row is None or (row[INDEX["deleted"]] is not None and not include_deleted):
         raise NotFound("memory", f"{mid(memory)} not found")
     return row
 
 
-def space_of(conn: apsw.Connection, memory: int) -> str | None:
+def space_of(conn: Connection, memory: int) -> str | None:
     """The space of a memory in any state (for authorization), or None."""
     row = one(conn, "SELECT space FROM memories WHERE id = ?", (memory,))
     return str(row[0]) if row else None
 
 
-def _index(conn: apsw.Connection, memory: int, title: str, content: str, tags: str) -> None:
+def _index(conn: Connection, memory: int) -> None:
     """Index the memory's row as written (memory_fts reads title, content, tags and space from it)."""
     fts_index.add(conn, memory)
 
 
-def unindex(conn: apsw.Connection, memory: int) -> None:
+def unindex(conn: Connection, memory: int) -> None:
     """Drop the memory's index entry. Call it before the row changes: FTS5 needs the indexed values to remove
     them, read from the row; only a live, active row is indexed."""
     fts_index.remove(conn, memory)
@@ -154,7 +165,7 @@ def _fields(row: Row) -> dict[str, Any]:
     return dict(zip(COLUMNS.split(", "), row, strict=True))
 
 
-def _version(conn: apsw.Connection, store_limits: Limits, f: dict[str, Any], action: str, actor: Principal,
+def _version(conn: Connection, store_limits: Limits, f: dict[str, Any], action: str, actor: Principal,
              before: str | None = None) -> None:  # fmt: skip
     """Record revision f["revision"]. The newest version's content is the row's own (stored as ''), so the
     text is not kept twice; the version it supersedes gets the content as it was (`before`, default unchanged)."""
@@ -207,7 +218,7 @@ def _default_review(limits: Limits, kind: str, at: str) -> str | None:
     return format_time(datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) + timedelta(days=days))
 
 
-def _live_duplicate(conn: apsw.Connection, space: str, digest: bytes) -> Row | None:
+def _live_duplicate(conn: Connection, space: str, digest: bytes) -> Row | None:
     return one(
         conn,
         "SELECT id, revision, status FROM memories WHERE space = ? AND content_sha256 = ? AND deleted IS NULL",
@@ -215,9 +226,7 @@ def _live_duplicate(conn: apsw.Connection, space: str, digest: bytes) -> Row | N
     )
 
 
-def add(
-    conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None
-) -> dict[str, Any]:
+def add(conn: Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None) -> dict[str, Any]:
     """Store a memory; the same live content in the space returns the existing one unchanged."""
     digest = sha256(p["content"])
     with atomic(conn):
@@ -225,17 +234,18 @@ def add(
         if dup is not None:
             out = {"id": mid(dup[0]), "revision": dup[1], "changed": False}
             return out | ({"status": dup[2]} if dup[2] != "active" else {})
-        memory = insert(conn, limits, actor, p, session)
+        memory = insert(conn, limits, actor, p, session, digest=digest)
     return {"id": mid(memory), "revision": 1, "changed": True}
 
 
-def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None, *,
+def insert(conn: Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None, *,
            status: str = "active", action: str = "add", author: tuple[str, str | None] | None = None,
-           data: dict[str, Any] | None = None) -> int:  # fmt: skip
+           data: dict[str, Any] | None = None, digest: bytes | None = None) -> int:  # fmt: skip
     """Write a new memory at revision 1 with its index entry, version and event, inside the caller's transaction.
 
     `action` names the version and the event (`add` is memory.added, `capture` memory.captured, `move`
-    memory.moved, `import` memory.imported); `author` keeps the creator of a moved memory."""
+    memory.moved, `import` memory.imported); `author` keeps the creator of a moved memory; `digest` is
+    `sha256(p["content"])` when the caller has it already (memory.add looked for a duplicate with it)."""
     at = now()
     f = _new(limits, p, status, action, at)
     principal, label = author or (actor.id, actor.label)
@@ -243,11 +253,11 @@ def insert(conn: apsw.Connection, limits: Limits, actor: Principal, p: dict[str,
         "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
         "provenance, confidence, confidence_state, review_after, expires_at, revision, principal, label, "
         "updated_by, updated_label, session, created, updated) VALUES (" + ",".join("?" * 22) + ")",
-        _row(f, sha256(f["content"]), principal, label, actor, session, at),
+        _row(f, sha256(f["content"]) if digest is None else digest, principal, label, actor, session, at),
     )
     f["id"] = conn.last_insert_rowid()
     if status == "active":  # only a live, active row is indexed: a draft's INSERT would select nothing
-        _index(conn, f["id"], f["title"], f["content"], f["tags"])
+        _index(conn, f["id"])
     _version(conn, limits, f, action, actor)
     audit.append(conn, EVENTS[action], actor, space=f["space"], memory=f["id"], session=session, revision=1, data=data)
     return int(f["id"])
@@ -258,15 +268,14 @@ New = tuple[dict[str, Any], bytes, int | None, str, dict[str, Any] | audit.Compa
 """A memory for `insert_many`: (params as `insert` takes them, SHA-256 of its content, session, status, data)."""
 
 
-def insert_many(conn: apsw.Connection, limits: Limits, actor: Principal, items: list[New], action: str) -> list[int]:
+def insert_many(conn: Connection, limits: Limits, actor: Principal, items: list[New], action: str) -> list[int]:
     """`insert` for many new memories at once, in order, inside the caller's transaction: the same rows, index
     entries, versions and events, written with one statement each, and their ids (consecutive, after every id
     the store has ever given)."""
     if not items:
         return []
     at = now()
-    first = int(scalar(conn, "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
-                             "coalesce((SELECT max(id) FROM memories), 0))") or 0) + 1  # fmt: skip
+    first = int(scalar(conn, conn.dialect.last_memory, lock=Lock.IMPORT) or 0) + 1
     rows, versions = [], []
     events: list[audit.Pending] = []
     event = EVENTS[action]
@@ -311,12 +320,6 @@ def _row(f: dict[str, Any], digest: bytes, principal: str, label: str | None, ac
             f["expires_at"], 1, principal, label, actor.id, actor.label, session, at, at)  # fmt: skip
 
 
-def live_duplicate(conn: apsw.Connection, space: str, content: str) -> int | None:
-    """The live memory of `space` holding this content (NFC-equal), if any."""
-    dup = _live_duplicate(conn, space, sha256(content))
-    return int(dup[0]) if dup else None
-
-
 # json.dumps(v, sort_keys=True, ensure_ascii=False), without building an encoder per call
 _sorted = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 
@@ -356,10 +359,10 @@ def _changes(old: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
-def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any]) -> dict[str, Any]:
+def update(conn: Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any]) -> dict[str, Any]:
     """Change a memory at the revision the caller read (compare-and-swap)."""
     with atomic(conn):
-        f = _fields(load(conn, memory))
+        f = _fields(load(conn, memory, lock=Lock.ROW))
         _check_revision(memory, f["revision"], p["revision"])
         new = _changes(f, p)
         if not new:
@@ -381,16 +384,16 @@ def update(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
             (*new.values(), *extra, f["revision"], actor.id, actor.label, f["updated"], memory),
         )
         if reindex:
-            _index(conn, memory, f["title"], f["content"], f["tags"])
+            _index(conn, memory)
         if {"title", "content"} & new.keys():
-            vectors.drop(conn, memory)  # the text it was made from is gone (SPEC 9.2)
+            vectors.drop(conn, memory)  # the text it was made from is gone (docs/embeddings.md)
         _version(conn, limits, f, "update", actor, before)
         data = {"fields": sorted(new)}
         audit.append(conn, "memory.updated", actor, space=f["space"], memory=memory, revision=f["revision"], data=data)
     return {"id": mid(memory), "revision": f["revision"], "changed": True}
 
 
-def _bump(conn: apsw.Connection, f: dict[str, Any], actor: Principal, assignments: str, args: tuple[Any, ...]) -> None:
+def _bump(conn: Connection, f: dict[str, Any], actor: Principal, assignments: str, args: tuple[Any, ...]) -> None:
     f.update(revision=f["revision"] + 1, updated=now())
     conn.execute(
         f"UPDATE memories SET {assignments}, revision = ?, updated_by = ?, updated_label = ?, updated = ? WHERE id = ?",
@@ -398,10 +401,10 @@ def _bump(conn: apsw.Connection, f: dict[str, Any], actor: Principal, assignment
     )
 
 
-def delete(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> dict[str, Any]:
+def delete(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> dict[str, Any]:
     """Soft delete: the memory leaves search and lists; restore brings it back."""
     with atomic(conn):
-        f = _fields(load(conn, memory))
+        f = _fields(load(conn, memory, lock=Lock.ROW))
         _check_revision(memory, f["revision"], revision)
         deleted = now()  # the result's `deleted` must be the stored stamp, not a second clock read
         unindex(conn, memory)
@@ -411,10 +414,10 @@ def delete(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int,
     return {"id": mid(memory), "revision": f["revision"], "deleted": deleted}
 
 
-def restore(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int) -> dict[str, Any]:
+def restore(conn: Connection, limits: Limits, actor: Principal, memory: int) -> dict[str, Any]:
     """Un-delete or un-archive; a live memory that is already active is returned as it is."""
     with atomic(conn):
-        f = _fields(load(conn, memory, include_deleted=True))
+        f = _fields(load(conn, memory, include_deleted=True, lock=Lock.ROW))
         if f["deleted"] is None and f["status"] != "archived":
             return {"id": mid(memory), "revision": f["revision"]}
         if f["deleted"] is not None:
@@ -425,7 +428,7 @@ def restore(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
             f["status"] = unarchived_status(conn, memory)
         _bump(conn, f, actor, "deleted = NULL, status = ?", (f["status"],))
         if f["status"] == "active":
-            _index(conn, memory, f["title"], f["content"], f["tags"])
+            _index(conn, memory)
         _version(conn, limits, f, "restore", actor)
         audit.append(conn, "memory.restored", actor, space=f["space"], memory=memory, revision=f["revision"])
     return {"id": mid(memory), "revision": f["revision"]}
@@ -434,7 +437,7 @@ def restore(conn: apsw.Connection, limits: Limits, actor: Principal, memory: int
 ARCHIVING = ("memory.archived", "memory.challenged", "memory.moved")
 
 
-def unarchived_status(conn: apsw.Connection, memory: int) -> str:
+def unarchived_status(conn: Connection, memory: int) -> str:
     """The status an archived memory had before it was archived (docs/decisions.md D180): `draft` when its
     newest archiving event says so, the `memory.archived` of `memory.archive` or the `memory.moved` that made it
     from an archived memory; `active` otherwise (a challenge archives only active memories)."""
@@ -448,10 +451,10 @@ def unarchived_status(conn: apsw.Connection, memory: int) -> str:
     return "active"
 
 
-def purge(conn: apsw.Connection, actor: Principal, memory: int) -> str:
+def purge(conn: Connection, actor: Principal, memory: int) -> str:
     """Erase the memory, its versions, vector and relations; returns its space."""
     with atomic(conn):
-        row = one(conn, "SELECT space, revision FROM memories WHERE id = ?", (memory,))
+        row = one(conn, "SELECT space, revision FROM memories WHERE id = ?", (memory,), lock=Lock.ROW)
         if row is None:
             raise NotFound("memory", f"{mid(memory)} not found")
         unindex(conn, memory)
@@ -460,7 +463,7 @@ def purge(conn: apsw.Connection, actor: Principal, memory: int) -> str:
     return str(row[0])
 
 
-def remove_tombstones(conn: apsw.Connection, days: int) -> int:
+def remove_tombstones(conn: Connection, days: int) -> int:
     """Remove memories soft-deleted more than `days` ago, with their versions."""
     cutoff = format_time(datetime.now(UTC) - timedelta(days=days))
     with atomic(conn):
@@ -468,7 +471,7 @@ def remove_tombstones(conn: apsw.Connection, days: int) -> int:
         return int(conn.changes())
 
 
-def get(conn: apsw.Connection, memory: int, include_deleted: bool, model: str | None = None) -> dict[str, Any]:
+def get(conn: Connection, memory: int, include_deleted: bool, model: str | None = None) -> dict[str, Any]:
     """The memory with its relations and embedding state (`off` without a model, else `ready` or `pending`)."""
     out = shape(load(conn, memory, include_deleted=include_deleted), deleted=True)
     out["embedding"] = "off" if model is None else "ready" if vectors.has(conn, memory, model) else "pending"
@@ -476,7 +479,7 @@ def get(conn: apsw.Connection, memory: int, include_deleted: bool, model: str | 
     return out
 
 
-def relations(conn: apsw.Connection, memory: int) -> list[dict[str, str]]:
+def relations(conn: Connection, memory: int) -> list[dict[str, str]]:
     rows = all_rows(
         conn,
         "SELECT relation, source_memory, target_memory FROM memory_relations "
@@ -490,7 +493,7 @@ def relations(conn: apsw.Connection, memory: int) -> list[dict[str, str]]:
     ]  # fmt: skip
 
 
-def get_version(conn: apsw.Connection, memory: int, revision: int, include_deleted: bool) -> dict[str, Any]:
+def get_version(conn: Connection, memory: int, revision: int, include_deleted: bool) -> dict[str, Any]:
     """The memory as of `revision`, with that version's action."""
     current = shape(load(conn, memory, include_deleted=include_deleted), deleted=True)
     row = one(
@@ -513,13 +516,12 @@ def get_version(conn: apsw.Connection, memory: int, revision: int, include_delet
     return out
 
 
-def history(conn: apsw.Connection, memory: int) -> dict[str, Any]:
+def history(conn: Connection, memory: int) -> dict[str, Any]:
     """Kept versions, newest first."""
     load(conn, memory, include_deleted=True)
     rows = all_rows(
         conn,
-        "SELECT v.revision, v.action, v.principal, v.label, v.ts, "
-        "length(CAST(CASE WHEN v.content = '' THEN m.content ELSE v.content END AS BLOB)) "
+        f"SELECT v.revision, v.action, v.principal, v.label, v.ts, {conn.dialect.version_bytes} "
         "FROM memory_versions v JOIN memories m ON m.id = v.memory WHERE v.memory = ? ORDER BY v.revision DESC",
         (memory,),
     )

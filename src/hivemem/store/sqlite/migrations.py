@@ -1,4 +1,4 @@
-"""Schema versions: the header guard, creation, and ordered named migration steps (SPEC 5.4)."""
+"""Schema versions: the header guard, creation, and ordered named migration steps (docs/schema.md)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,17 @@ import apsw
 
 from hivemem.auth import owner
 from hivemem.errors import Failed, Unsupported
+from hivemem.store import files
 from hivemem.store.sqlite import audit, fts_index, schema
-from hivemem.store.sqlite.db import all_rows, atomic, connect, now, scalar
+from hivemem.store.sqlite.db import Connection, all_rows, atomic, connect, now, scalar
 
 Progress = Callable[[str], None]
-Step = Callable[[apsw.Connection, Progress], None]
+Step = Callable[[Connection, Progress], None]
 
 
-def create(conn: apsw.Connection) -> None:
+def create(conn: Connection) -> None:
     """A new store: the current schema, plus the meta rows."""
-    conn.execute(schema.V2)
+    conn.execute(schema.CURRENT)
     conn.execute(
         "INSERT INTO meta(key, value) VALUES ('next_principal', '1'), ('store_id', ?), ('created', ?)",
         (str(uuid.uuid4()), now()),
@@ -33,8 +34,8 @@ def create(conn: apsw.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
 
 
-def m002_search_v2(conn: apsw.Connection, progress: Progress) -> None:
-    """Version 2: content hashes of NFC text (SPEC 2.4), and the index of every language with space tokens."""
+def m002_search_v2(conn: Connection, progress: Progress) -> None:
+    """Version 2: content hashes of NFC text (docs/verbs.md), and the index of every language with space tokens."""
     duplicates = rehash_nfc(conn)
     if duplicates:
         progress(f"{len(duplicates)} memories duplicated another once normalized (NFC) and were deleted: "
@@ -45,12 +46,12 @@ def m002_search_v2(conn: apsw.Connection, progress: Progress) -> None:
 
 
 def nfc_sha256(content: str) -> bytes:
-    """The content hash of schema 2: SHA-256 of the NFC form (SPEC 2.4). Frozen here: a migration must keep
+    """The content hash of schema 2: SHA-256 of the NFC form (docs/verbs.md). Frozen here: a migration must keep
     computing what its version defined, whatever later code does."""
     return hashlib.sha256(unicodedata.normalize("NFC", content).encode("utf-8")).digest()
 
 
-def rehash_nfc(conn: apsw.Connection) -> list[tuple[int, int]]:
+def rehash_nfc(conn: Connection) -> list[tuple[int, int]]:
     """Recompute every content_sha256 from NFC text. Live memories of one space that become equal keep one:
     the active one, else the oldest; the others are soft-deleted as `owner` (restorable only once their text
     differs). Returns (deleted, kept) pairs."""
@@ -73,7 +74,7 @@ def rehash_nfc(conn: apsw.Connection) -> list[tuple[int, int]]:
     return pairs
 
 
-def _soft_delete(conn: apsw.Connection, memory: int, kept: int) -> None:
+def _soft_delete(conn: Connection, memory: int, kept: int) -> None:
     """memory.delete done by the migration: a new revision, its version and a memory.deleted event."""
     at, actor = now(), owner()
     conn.execute(
@@ -97,8 +98,13 @@ def _soft_delete(conn: apsw.Connection, memory: int, kept: int) -> None:
     audit.append(conn, "memory.deleted", actor, space=space, memory=memory, revision=revision, data=data)
 
 
+def m003_time_indexes(conn: Connection, progress: Progress) -> None:
+    """Version 3: the live rows indexed by `updated` and by `created`, for time-windowed reads (D292)."""
+    conn.execute(schema.TIME_INDEXES)
+
+
 # Each step takes a store from the version before it; a new store is created at the current version.
-STEPS: tuple[tuple[int, Step], ...] = ((2, m002_search_v2),)
+STEPS: tuple[tuple[int, Step], ...] = ((2, m002_search_v2), (3, m003_time_indexes))
 
 
 def read_header(path: str) -> tuple[int, int] | None:
@@ -142,7 +148,7 @@ def check_header(path: str) -> int:
     return version
 
 
-def open_and_migrate(path: str, backups: str, progress: Progress | None = None) -> apsw.Connection:
+def open_and_migrate(path: str, backups: str, progress: Progress | None = None) -> Connection:
     """Open the store for writing, creating or migrating it to the current version (progress lines to `progress`)."""
     version = check_header(path)
     conn = connect(path, page_size=schema.PAGE_SIZE if version == 0 else None)
@@ -167,7 +173,7 @@ def open_and_migrate(path: str, backups: str, progress: Progress | None = None) 
     return conn
 
 
-def _step(conn: apsw.Connection, target: int, step: Step, say: Progress) -> None:
+def _step(conn: Connection, target: int, step: Step, say: Progress) -> None:
     """One step in one transaction: all of it, with the new user_version, or nothing."""
     try:
         with atomic(conn):
@@ -178,10 +184,11 @@ def _step(conn: apsw.Connection, target: int, step: Step, say: Progress) -> None
         raise Failed("store_migration", f"migration to schema {target} failed: {exc}", version=target) from None
 
 
-def backup_before(conn: apsw.Connection, backups: str, version: int) -> None:
+def backup_before(conn: Connection, backups: str, version: int) -> None:
     """`VACUUM INTO backups/<name>.bak-v<old>` before a migration step."""
     os.makedirs(backups, mode=0o700, exist_ok=True)
     dest = os.path.join(backups, f"{os.path.basename(conn.filename)}.bak-v{version}")
-    if not os.path.exists(dest):
-        conn.execute("VACUUM INTO ?", (dest,))
-        os.chmod(dest, 0o600)
+    if not os.path.lexists(dest):  # a new file (VACUUM INTO follows links: files.new_database), then its name
+        with files.new_database(dest) as tmp:
+            conn.execute("VACUUM INTO ?", (tmp,))
+        files.publish(tmp, dest)

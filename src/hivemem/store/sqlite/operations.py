@@ -1,4 +1,4 @@
-"""The Operations repository of the SQLite store (SPEC 12): export, import, check, repair-fts and backup."""
+"""The Operations repository of the SQLite store (docs/operations.md): export, import, check, repair-fts and backup."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ import os
 from collections.abc import Callable
 from typing import Protocol, cast
 
-import apsw
-
 from hivemem.auth import Principal
 from hivemem.records import BackupMade, CheckReport, Exported, Imported, Repair
 from hivemem.store import files
+from hivemem.store.base import Visible
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import backup, integrity, repair, transfer
+from hivemem.store.sqlite.db import Connection
 from hivemem.store.transfer_check import Document
 
 
 class Host(Protocol):
     """What these operations need of the SQLite store (named here, not imported: the store imports this)."""
 
-    conn: apsw.Connection
+    conn: Connection
     limits: Limits
 
     @property
@@ -34,8 +34,8 @@ class SQLiteOperations:
         self._store = store
 
     def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
-               include_deleted: bool, every_session: bool) -> Exported:  # fmt: skip
-        result = transfer.export(self._store.conn, actor, dest, keep, spaces, include_deleted, every_session)
+               include_deleted: bool, sessions: Visible | None) -> Exported:  # fmt: skip
+        result = transfer.export(self._store.conn, actor, dest, keep, spaces, include_deleted, sessions)
         return cast(Exported, result)
 
     def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported:
@@ -49,7 +49,18 @@ class SQLiteOperations:
         conn = self._store.conn
         skipped = integrity.WRITER_ONLY if conn.readonly("main") else ()
         checks = {name: check for name, check in integrity.CHECKS.items() if name not in skipped}
-        return cast(CheckReport, integrity.report(integrity.run(conn, checks), skipped))
+        if not skipped or conn.in_transaction:
+            return cast(CheckReport, integrity.report(integrity.run(conn, checks), skipped))
+        # A reader checks one snapshot. FTS5 keeps the index's structure per connection and refreshes it when a
+        # statement reads the table, not for PRAGMA integrity_check: read a row first, or a reader whose last
+        # look predates the writer's commits reports blobs it cannot find as corruption (docs/decisions.md D234).
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT rowid FROM memory_fts LIMIT 1").fetchall()
+            found = integrity.run(conn, checks)
+        finally:
+            conn.execute("COMMIT")
+        return cast(CheckReport, integrity.report(found, skipped))
 
     def repair_fts(self, apply: bool) -> Repair:
         if not apply:

@@ -1,4 +1,4 @@
-"""repair-fts (SPEC 12.2): preview what a rebuild would change; rebuild memory_fts from canonical rows.
+"""repair-fts (docs/operations.md): preview what a rebuild would change; rebuild memory_fts from canonical rows.
 
 Canonical rows and the audit log are never changed here; a failure rolls back with the index as it was.
 """
@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import apsw
-
 from hivemem.errors import Failed
 from hivemem.store.sqlite import backup, fts_index, integrity
-from hivemem.store.sqlite.db import atomic
+from hivemem.store.sqlite.db import Connection, atomic
 
 REFUSED: dict[str, integrity.Check] = {
     "schema.unexpected": integrity.schema_unexpected,
@@ -20,12 +18,12 @@ REFUSED: dict[str, integrity.Check] = {
 }
 
 
-def preview(conn: apsw.Connection) -> dict[str, Any]:
+def preview(conn: Connection) -> dict[str, Any]:
     """The index findings a rebuild would clear (read-only)."""
     return {"applied": False, "findings": integrity.run(conn, integrity.FTS)}
 
 
-def rebuild(conn: apsw.Connection, backups: str, keep: int) -> dict[str, Any]:
+def rebuild(conn: Connection, backups: str, keep: int) -> dict[str, Any]:
     """Refuse a store whose canonical data is damaged; else back it up, then rebuild the index in one transaction."""
     blockers = integrity.run(conn, REFUSED)
     if blockers:

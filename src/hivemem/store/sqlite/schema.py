@@ -1,9 +1,9 @@
-"""The schema: canonical tables as SPEC 5.3, and the search index of version 2."""
+"""The schema: canonical tables as docs/schema.md, the search index of version 2 and the time indexes of version 3."""
 
 from __future__ import annotations
 
 APPLICATION_ID = 1213615437  # "HVMM"
-VERSION = 2
+VERSION = 3
 PAGE_SIZE = 16384  # ~1 KB rows stay on their page in index b-trees, and 2 KB rows pack densely (see D38)
 # The capture-key index holds a 32-character prefix (lookups match the prefix, then the whole key on the row):
 # indexing the whole key would store every memory's normalized text a third time (docs/decisions.md D38).
@@ -100,5 +100,14 @@ CREATE VIRTUAL TABLE memory_fts USING fts5(title, content, tags,
 INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
 """
 
+# Version 3 (docs/decisions.md D292): the live rows by `updated` and by `created`, so a search or list with a
+# time window reads the window's entries instead of every row (search.id_range, the filter's own range).
+TIME_INDEXES = """
+CREATE INDEX memories_updated ON memories(updated) WHERE deleted IS NULL;
+CREATE INDEX memories_created ON memories(created) WHERE deleted IS NULL;
+"""
+
 V1 = TABLES + FTS_V1
 V2 = TABLES + FTS_V2
+V3 = TABLES + FTS_V2 + TIME_INDEXES
+CURRENT = V3  # what a new store is created with

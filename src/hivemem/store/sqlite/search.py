@@ -1,4 +1,4 @@
-"""The full-text list of SPEC 9.1: FTS5 quoting, bm25 ranking that scales with the spaces searched, snippets.
+"""The full-text list of docs/embeddings.md: FTS5 quoting, bm25 ranking that scales with the spaces searched, snippets.
 
 Every path ranks exactly as `bm25(memory_fts, 5.0, 1.0, 3.0)` over the quoted terms, then highest rowid
 (docs/decisions.md D62):
@@ -26,10 +26,12 @@ from typing import Any, cast
 
 import apsw
 
+from hivemem.store.connection import Connection
 from hivemem.store.filters import Filter
-from hivemem.store.sqlite.db import Row, all_rows, one, scalar, snapshot
+from hivemem.store.sqlite import db
+from hivemem.store.sqlite.db import Row, all_rows, harden, one, scalar, snapshot
 from hivemem.store.sqlite.filters import condition
-from hivemem.store.sqlite.fts5 import MARK, NEAR, RANK, TOKENIZER, prepare
+from hivemem.store.sqlite.fts5 import HELD, MARK, NEAR, RANK, TOKENIZER, prepare
 from hivemem.store.sqlite.listing import item
 from hivemem.store.sqlite.memories import COLUMNS, INDEX, shape
 
@@ -50,41 +52,69 @@ def in_spaces(expression: str, spaces: tuple[str, ...]) -> str:
     return f"({expression}) AND ({match_expression([MARK + s for s in spaces])})"
 
 
-def ranked(conn: apsw.Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
-    """Up to `limit` ids of live, active memories the filter admits, best first (SPEC 9.1 step 2)."""
+def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MAX) -> list[int]:
+    """Up to `limit` ids of live, active memories the filter admits, best first (docs/embeddings.md)."""
     if not words:
         return []
     expression = match_expression(words)
     spaces = space_set(flt)
     where, args = condition(flt, "m")
+    joined = JOINED
+    bounds = id_range(conn, flt)
+    if bounds is not None:  # a narrow time window: MATCH reads only the doclists' stretch of its ids
+        if not bounds:
+            return []
+        joined, args = BOUNDED, [*bounds, *args]
     if spaces is None:
         if _everything(flt):
             return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
-        return _ids(conn, JOINED.format(rank=BM25, where=where), (expression, *args, limit))
+        return _ids(conn, joined.format(rank=BM25, where=where), (expression, *args, limit))
     alone = _only_spaces(flt, spaces)  # the spaces are the whole filter
     cached = _cached(conn)
     covers, small = _plan(conn, spaces, cached)
     if alone and covers:
         return _ids(conn, WHOLE.format(rank=BM25), (expression, limit))
     if not small:
-        return _ids(conn, JOINED.format(rank=BM25, where=where), (expression, *args, limit))
+        return _ids(conn, joined.format(rank=BM25, where=where), (expression, *args, limit))
     counts = document_counts(conn, words, cached)
     rank = f"{RANK}(memory_fts, {', '.join('?' * len(counts))})"
     match = in_spaces(expression, spaces)
     if alone:
         return _ids(conn, WHOLE.format(rank=rank), (*counts, match, limit))
-    return _ids(conn, JOINED.format(rank=rank, where=where), (*counts, match, *args, limit))
+    return _ids(conn, joined.format(rank=rank, where=where), (*counts, match, *args, limit))
+
+
+NARROW = 4096  # a window holding at most this many live memories bounds the ids MATCH reads
+
+
+def id_range(conn: Connection, flt: Filter) -> tuple[int, int] | tuple[()] | None:
+    """The least and greatest id of the live memories in the filter's time window, when it holds at most
+    NARROW of them (`()` when it holds none); None without a window or for a wide one. Read from the window's
+    index (schema 3, `memories_updated` / `memories_created`), at most NARROW + 1 entries. FTS5 reads each
+    term's doclist only between the two ids; the filter's own condition still decides every row, and bm25
+    still counts the whole index, so the order is that of the unbounded search (docs/decisions.md D292)."""
+    if not flt.windowed or flt.on not in ("updated", "created"):
+        return None
+    bounds = ((f"{flt.on} >= ?", flt.since), (f"{flt.on} < ?", flt.until))
+    window = " AND ".join(c for c, v in bounds if v is not None)
+    args = [v for _, v in bounds if v is not None]
+    sql = (f"SELECT count(*), min(id), max(id) FROM (SELECT id FROM memories INDEXED BY memories_{flt.on} "
+           f"WHERE deleted IS NULL AND {window} LIMIT ?)")  # fmt: skip
+    found = one(conn, sql, (*args, NARROW + 1))
+    if found is None or int(found[0]) > NARROW:
+        return None
+    return (int(found[1]), int(found[2])) if found[0] else ()
 
 
 BY_HITS = itemgetter(1, 0)  # a (memory, hits) pair's rank: more hits, then the higher id
 
 
-def sharing(conn: apsw.Connection, words: list[str], flt: Filter, limit: int, keep: int = 8,
+def sharing(conn: Connection, words: list[str], flt: Filter, limit: int, keep: int = 8,
             cap: int = 200) -> list[int]:  # fmt: skip
     """Up to `limit` ids of live, active memories the filter admits that hold the most of the `keep` rarest
     `words` (rarity: rows matched in the filter's spaces, read no further than `cap` per word), then newest.
 
-    Capture's candidates (SPEC 8.1): scoring an OR of a whole text with bm25 reads most of a large space."""
+    Capture's candidates (docs/governance.md): scoring an OR of a whole text with bm25 reads most of a large space."""
     spaces = space_set(flt)
     confine = bool(spaces) and not _covers_store(conn, spaces or ())
     found: list[tuple[int, int, list[int]]] = []
@@ -109,7 +139,7 @@ def sharing(conn: apsw.Connection, words: list[str], flt: Filter, limit: int, ke
     return out[:limit]
 
 
-def _admitted(conn: apsw.Connection, ids: list[int], flt: Filter) -> list[int]:
+def _admitted(conn: Connection, ids: list[int], flt: Filter) -> list[int]:
     """Those of `ids` the filter admits, in their order."""
     if not ids:
         return []
@@ -119,7 +149,7 @@ def _admitted(conn: apsw.Connection, ids: list[int], flt: Filter) -> list[int]:
     return [m for m in ids if m in admitted]
 
 
-def page_rows(conn: apsw.Connection, ids: list[int], flt: Filter) -> dict[int, Row]:
+def page_rows(conn: Connection, ids: list[int], flt: Filter) -> dict[int, Row]:
     """The rows of a page of ids that the filter admits: the filter is checked once more on the rows
     themselves, so an index out of step with them (a bug, a hand edit) can never show what it should not."""
     if not ids:
@@ -136,7 +166,14 @@ SELECT m.id, {rank} AS r FROM memory_fts JOIN memories m ON m.id = memory_fts.ro
 WHERE memory_fts MATCH ? AND {where} ORDER BY r, m.id DESC LIMIT ?"""
 
 
-def _ids(conn: apsw.Connection, sql: str, args: tuple[Any, ...]) -> list[int]:
+# A narrow window (id_range): the index's matches between two ids drive the join (CROSS JOIN keeps memory_fts
+# the outer loop; the planner would otherwise walk the window's rows and seek the index once per row).
+BOUNDED = """
+SELECT m.id, {rank} AS r FROM memory_fts CROSS JOIN memories m ON m.id = memory_fts.rowid
+WHERE memory_fts MATCH ? AND memory_fts.rowid BETWEEN ? AND ? AND {where} ORDER BY r, m.id DESC LIMIT ?"""
+
+
+def _ids(conn: Connection, sql: str, args: tuple[Any, ...]) -> list[int]:
     return [int(r[0]) for r in all_rows(conn, sql, args)]
 
 
@@ -153,7 +190,8 @@ def space_set(flt: Filter) -> tuple[str, ...] | None:
 def _plain(flt: Filter) -> bool:
     """No filter beyond live, active and space: the index alone answers."""
     return (flt.status == "active" and not flt.include_deleted and not flt.kinds and not flt.tags
-            and flt.sessions is None and flt.before is None and not flt.hide_states)  # fmt: skip
+            and flt.sessions is None and flt.before is None and not flt.hide_states and not flt.windowed
+            and not flt.authors)  # fmt: skip
 
 
 def _only_spaces(flt: Filter, spaces: tuple[str, ...]) -> bool:
@@ -164,7 +202,7 @@ def _everything(flt: Filter) -> bool:
     return _plain(flt) and flt.readable.everything
 
 
-def _covers_store(conn: apsw.Connection, spaces: tuple[str, ...]) -> bool:
+def _covers_store(conn: Connection, spaces: tuple[str, ...]) -> bool:
     """Whether every live memory is in `spaces` (a few index seeks: nothing before, between or after them)."""
     if not spaces:
         return False
@@ -173,7 +211,7 @@ def _covers_store(conn: apsw.Connection, spaces: tuple[str, ...]) -> bool:
     return not any(one(conn, f"SELECT 1 FROM memories WHERE deleted IS NULL AND {c} LIMIT 1", a) for c, a in gaps)
 
 
-def _small(conn: apsw.Connection, spaces: tuple[str, ...]) -> bool:
+def _small(conn: Connection, spaces: tuple[str, ...]) -> bool:
     """Whether the spaces hold at most 1/SMALL of the store (counted no further than that)."""
     if not spaces:
         return False
@@ -195,25 +233,30 @@ class _Cached:
         self.version = version
         self.counts: dict[str, int] = {}
         self.plans: dict[tuple[str, ...], tuple[bool, bool]] = {}
+        self.path: dict[tuple[Any, ...], int] = {}  # rows of a filter, and of them those holding a term
 
 
-_CACHED: weakref.WeakKeyDictionary[apsw.Connection, _Cached] = weakref.WeakKeyDictionary()
+_CACHED: weakref.WeakKeyDictionary[Connection, _Cached] = weakref.WeakKeyDictionary()
 
 
-def _cached(conn: apsw.Connection) -> _Cached:
+def _cached(conn: Connection) -> _Cached:
     """The connection's cache, started over when the store changed or the cache grew large.
 
     Every committed change appends an audit event, so the events sequence, read inside the caller's snapshot,
     tells whether what is cached still describes the store (tombstone removal writes none, and touches no
     live row)."""
-    version = int(scalar(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'events'") or 0)
+    version = int(scalar(conn, conn.dialect.last_event) or 0)
     cached = _CACHED.get(conn)
-    if cached is None or cached.version != version or len(cached.counts) + len(cached.plans) >= COUNTS_MAX:
+    if (
+        cached is None
+        or cached.version != version
+        or len(cached.counts) + len(cached.plans) + len(cached.path) >= COUNTS_MAX
+    ):
         cached = _CACHED[conn] = _Cached(version)
     return cached
 
 
-def _plan(conn: apsw.Connection, spaces: tuple[str, ...], cached: _Cached) -> tuple[bool, bool]:
+def _plan(conn: Connection, spaces: tuple[str, ...], cached: _Cached) -> tuple[bool, bool]:
     """(_covers_store, _small) of the spaces, cached like the term counts (two to four statements saved)."""
     plan = cached.plans.get(spaces)
     if plan is None:
@@ -221,7 +264,7 @@ def _plan(conn: apsw.Connection, spaces: tuple[str, ...], cached: _Cached) -> tu
     return plan
 
 
-def document_counts(conn: apsw.Connection, words: list[str], cached: _Cached | None = None) -> list[int]:
+def document_counts(conn: Connection, words: list[str], cached: _Cached | None = None) -> list[int]:
     """How many indexed rows match each term in the whole index (bm25's document frequency).
 
     Counting reads a term's whole doclist, so counts are kept per connection until the store changes
@@ -234,11 +277,11 @@ def document_counts(conn: apsw.Connection, words: list[str], cached: _Cached | N
     return [counts[w] for w in words]
 
 
-_SIDE: weakref.WeakKeyDictionary[apsw.Connection, apsw.Connection] = weakref.WeakKeyDictionary()
+_SIDE: weakref.WeakKeyDictionary[Connection, db.Connection] = weakref.WeakKeyDictionary()
 WINDOW = 64  # snippet() tokens
 
 
-def snippets(conn: apsw.Connection, words: list[str], texts: dict[int, tuple[str, str, str]]) -> dict[int, str]:
+def snippets(conn: Connection, words: list[str], texts: dict[int, tuple[str, str, str]]) -> dict[int, str]:
     """`snippet(memory_fts, 1, '', '', '…', 64)` for a page of rows ({id: (title, content, tags)}).
 
     A content of at most 64 tokens is its own snippet (FTS5 then shows the whole column). Longer ones are
@@ -280,24 +323,25 @@ def token_count(content: str, tokenize: Callable[..., Any]) -> int:
     return len(cast(list[Any], found))  # APSW returns a list
 
 
-def _side(conn: apsw.Connection) -> apsw.Connection:
+def _side(conn: Connection) -> db.Connection:
     """The in-memory connection that cuts snippets for `conn` (one per connection, like the thread using it)."""
     side = _SIDE.get(conn)
     if side is None:
-        side = _SIDE[conn] = apsw.Connection(":memory:")
+        side = _SIDE[conn] = db.Connection(":memory:")
+        harden(side)
         prepare(side)
         side.execute(f"CREATE VIRTUAL TABLE s USING fts5(title, content, tags, tokenize = '{' '.join(TOKENIZE)}')")
     return side
 
 
-def hits(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
+def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
     """The best `limit` memories the filter admits, best first, as list items whose snippet is FTS5's."""
     with snapshot(conn):
         ids = ranked(conn, words, flt, min(limit, LIST_MAX))
         return listed(conn, words, ids, set(ids), flt)
 
 
-def listed(conn: apsw.Connection, words: list[str], ids: list[int], marked: set[int],
+def listed(conn: Connection, words: list[str], ids: list[int], marked: set[int],
            flt: Filter) -> list[dict[str, Any]]:  # fmt: skip
     """The memories `ids` the filter admits, in that order, as list items; those in `marked` get FTS5's
     snippet of the terms, the others the start of their text."""
@@ -314,13 +358,13 @@ def listed(conn: apsw.Connection, words: list[str], ids: list[int], marked: set[
     return out
 
 
-def shaped(conn: apsw.Connection, ids: list[int], flt: Filter) -> list[dict[str, Any]]:
+def shaped(conn: Connection, ids: list[int], flt: Filter) -> list[dict[str, Any]]:
     """The memories `ids` the filter admits, whole, in that order."""
     rows = page_rows(conn, ids, flt)
     return [shape(rows[m]) for m in ids if m in rows]
 
 
-def matching(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The best `limit` memories for the terms, whole, and how many matched (at most LIST_MAX)."""
     if not words:
         return [], 0
@@ -330,7 +374,7 @@ def matching(conn: apsw.Connection, words: list[str], flt: Filter, limit: int) -
     return [shape(rows[m]) for m in ids[:limit] if m in rows], len(ids)
 
 
-def near(conn: apsw.Connection, words: list[str], ids: list[int], window: int) -> set[int]:
+def near(conn: Connection, words: list[str], ids: list[int], window: int) -> set[int]:
     """Those of `ids` that hold two of the terms at most `window` tokens apart in one field (the only term,
     for one term): recall's relevance floor."""
     if not words or not ids:
@@ -344,7 +388,48 @@ def near(conn: apsw.Connection, words: list[str], ids: list[int], window: int) -
     return out
 
 
-def newest(conn: apsw.Connection, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+def held(conn: Connection, words: list[str], ids: list[int], window: int) -> dict[int, tuple[int, int, int]]:
+    """For each of `ids` holding a term: bit masks of the terms it holds, of those at most `window` tokens from
+    another held term in one field, and of those in its title or tags (recall's evidence, D282)."""
+    if not words or not ids:
+        return {}
+    out: dict[int, tuple[int, int, int]] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        sql = (f"SELECT rowid, {HELD}(memory_fts, ?) FROM memory_fts WHERE memory_fts MATCH ? "
+               f"AND rowid IN ({','.join('?' * len(part))})")  # fmt: skip
+        for memory, masks in all_rows(conn, sql, (window, match_expression(words), *part)):
+            mask, close, titled = (int(x, 16) for x in str(masks).split())
+            if mask:
+                out[int(memory)] = (mask, close, titled)
+    return out
+
+
+def counts(conn: Connection, words: list[str], flt: Filter) -> tuple[int, list[int]]:
+    """How many memories the filter admits, and how many of them hold each term (recall's document
+    frequencies in the read path, D282); kept per connection until the store changes, like bm25's."""
+    cached = _cached(conn)
+    where, args = condition(flt, "m")
+    key: tuple[Any, ...] = (where, *args)
+    rows = cached.path.get(key)
+    if rows is None:
+        rows = cached.path[key] = int(scalar(conn, f"SELECT count(*) FROM memories m WHERE {where}", args) or 0)
+    spaces = space_set(flt)
+    out: list[int] = []
+    for word in words:
+        found = cached.path.get((*key, word))
+        if found is None:
+            expression = match_expression([word])
+            match = in_spaces(expression, spaces) if spaces else expression
+            sql = (f"SELECT count(*) FROM memory_fts JOIN memories m ON m.id = memory_fts.rowid "
+                   f"WHERE memory_fts MATCH ? AND {where}")  # fmt: skip
+            found = 0 if spaces == () else int(scalar(conn, sql, (match, *args)) or 0)
+            cached.path[(*key, word)] = found
+        out.append(found)
+    return rows, out
+
+
+def newest(conn: Connection, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The `limit` most recently updated memories, whole, and how many the filter matches in all."""
     where, args = condition(flt, "m")
     rows = all_rows(

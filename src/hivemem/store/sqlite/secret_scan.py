@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import apsw
-
 from hivemem import secrets
+from hivemem.store.connection import Connection
 from hivemem.store.sqlite.db import scalar
 
 FIELDS = ("content", "title", "tags", "source", "provenance")
@@ -42,7 +41,7 @@ def _first_secret(values: list[str | None]) -> tuple[str, str] | None:
     return None
 
 
-def scan_stored(conn: apsw.Connection, budget_s: float, progress: Progress | None = None) -> Report:
+def scan_stored(conn: Connection, budget_s: float, progress: Progress | None = None) -> Report:
     """Scan live memories, newest first, until done or `budget_s` seconds have passed."""
     report = Report(int(scalar(conn, "SELECT COUNT(*) FROM memories WHERE deleted IS NULL") or 0))
     deadline = time.monotonic() + budget_s

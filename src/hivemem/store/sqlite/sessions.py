@@ -1,14 +1,13 @@
-"""Session lineage (SPEC 7): start, end, get, list, chain, purge. Lineage is a claim, never authority."""
+"""Session lineage (docs/verbs.md): start, end, get, list, chain, purge. Lineage is a claim, never authority."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-import apsw
-
 from hivemem.auth import Principal
 from hivemem.errors import NotFound
+from hivemem.store.connection import Connection, Key, Lock
 from hivemem.store.sqlite import audit
 from hivemem.store.sqlite.db import Row, all_rows, atomic, now, one
 
@@ -25,8 +24,8 @@ def sid(n: int) -> str:
     return f"s{n}"
 
 
-def shape(row: Row, conn: apsw.Connection | None = None, visible: Visible | None = None) -> dict[str, Any]:
-    """A sessions row as the JSON Session of SPEC 7; absent members omitted, an unreadable parent too."""
+def shape(row: Row, conn: Connection | None = None, visible: Visible | None = None) -> dict[str, Any]:
+    """A sessions row as the JSON Session of docs/verbs.md; absent members omitted, an unreadable parent too."""
     n, harness, harness_session, parent, relation, cwd, principal, label, started, ended = row
     out: dict[str, Any] = {"session": sid(n), "harness": harness}
     if harness_session is not None:
@@ -44,41 +43,46 @@ def shape(row: Row, conn: apsw.Connection | None = None, visible: Visible | None
     return out
 
 
-def _parent_visible(conn: apsw.Connection | None, parent: int, visible: Visible | None) -> bool:
+def _parent_visible(conn: Connection | None, parent: int, visible: Visible | None) -> bool:
     if conn is None or visible is None:
         return True
     found = row(conn, parent)
     return found is not None and visible(parent, str(found[6]))
 
 
-def row(conn: apsw.Connection, n: int) -> Row | None:
-    return one(conn, f"SELECT {COLUMNS} FROM sessions WHERE id = ?", (n,))
+def row(conn: Connection, n: int, lock: Lock | None = None) -> Row | None:
+    return one(conn, f"SELECT {COLUMNS} FROM sessions WHERE id = ?", (n,), lock=lock)
 
 
-def require(conn: apsw.Connection, session: str, visible: Visible | None = None) -> Row:
+def require(conn: Connection, session: str, visible: Visible | None = None, lock: Lock | None = None) -> Row:
     """The session row, or not_found.session (also when the caller cannot read it)."""
-    found = row(conn, number(session))
+    found = row(conn, number(session), lock)
     if found is None or (visible is not None and not visible(int(found[0]), str(found[6]))):
         raise NotFound("session", f"{session} not found")
     return found
 
 
-def existing(conn: apsw.Connection, harness: str, harness_session: str | None) -> int | None:
+def existing(conn: Connection, harness: str, harness_session: str | None) -> int | None:
     """The session already recorded for (harness, harness_session), if any."""
     if harness_session is None:
         return None
-    found = one(conn, "SELECT id FROM sessions WHERE harness = ? AND harness_session = ?", (harness, harness_session))
+    found = one(
+        conn,
+        "SELECT id FROM sessions WHERE harness = ? AND harness_session = ?",
+        (harness, harness_session),
+        lock=Key("session", harness, harness_session),
+    )  # no row holds it yet: two starts take turns
     return int(found[0]) if found else None
 
 
-def start(conn: apsw.Connection, actor: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def start(conn: Connection, actor: Principal, p: dict[str, Any]) -> dict[str, Any]:
     """A new session, or the existing one for the same (harness, harness_session)."""
     with atomic(conn):
         found = existing(conn, p["harness"], p.get("harness_session"))
         if found is not None:
             return {"session": sid(found), "changed": False}
         parent = number(p["parent"]) if p.get("parent") else None
-        if parent is not None and row(conn, parent) is None:
+        if parent is not None and row(conn, parent, Lock.ROW) is None:
             raise NotFound("session", f"{p['parent']} not found")
         conn.execute(
             "INSERT INTO sessions(harness, harness_session, parent, relation, cwd, principal, label, started) "
@@ -100,9 +104,9 @@ def start(conn: apsw.Connection, actor: Principal, p: dict[str, Any]) -> dict[st
     return {"session": sid(n), "changed": True}
 
 
-def end(conn: apsw.Connection, actor: Principal, n: int) -> dict[str, Any]:
+def end(conn: Connection, actor: Principal, n: int) -> dict[str, Any]:
     with atomic(conn):
-        found = row(conn, n)
+        found = row(conn, n, Lock.ROW)
         if found is None:
             raise NotFound("session", f"{sid(n)} not found")
         if found[9] is not None:
@@ -113,17 +117,17 @@ def end(conn: apsw.Connection, actor: Principal, n: int) -> dict[str, Any]:
     return {"session": sid(n), "ended": ended, "changed": True}
 
 
-def purge(conn: apsw.Connection, actor: Principal, n: int) -> dict[str, Any]:
+def purge(conn: Connection, actor: Principal, n: int) -> dict[str, Any]:
     """Remove the row: children keep `relation` and lose `parent`; memories lose `session`."""
     with atomic(conn):
-        if row(conn, n) is None:
+        if row(conn, n, Lock.ROW) is None:
             raise NotFound("session", f"{sid(n)} not found")
         conn.execute("DELETE FROM sessions WHERE id = ?", (n,))
         audit.append(conn, "session.purged", actor, session=n)
     return {"session": sid(n)}
 
 
-def chain(conn: apsw.Connection, n: int, visible: Visible) -> dict[str, Any]:
+def chain(conn: Connection, n: int, visible: Visible) -> dict[str, Any]:
     """The session and its ancestors, oldest first; `truncated` when it stops early, without saying why."""
     rows: list[Row] = []
     current = row(conn, n)
@@ -141,13 +145,13 @@ def chain(conn: apsw.Connection, n: int, visible: Visible) -> dict[str, Any]:
     return {"chain": [shape(r, conn, visible) for r in reversed(rows)], "truncated": truncated}
 
 
-def lineage(conn: apsw.Connection, n: int, visible: Visible) -> list[int]:
+def lineage(conn: Connection, n: int, visible: Visible) -> list[int]:
     """Session numbers of the session and its readable ancestors."""
     return [number(s["session"]) for s in chain(conn, n, visible)["chain"]]
 
 
 def list_sessions(
-    conn: apsw.Connection, p: dict[str, Any], visible: Visible, after: int | None, limit: int
+    conn: Connection, p: dict[str, Any], visible: Visible, after: int | None, limit: int
 ) -> dict[str, Any]:
     """Readable sessions, newest first, paged by an exclusive `after` id."""
     clauses, args = ["1"], []

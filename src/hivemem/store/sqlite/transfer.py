@@ -1,4 +1,4 @@
-"""Export and import documents (SPEC 12.1): the daemon writes and reads them; they never cross the socket.
+"""Export and import documents (docs/operations.md): the daemon writes and reads them; they never cross the socket.
 
 An export is written row by row to a private temporary file beside its destination, so the store is never held
 in memory, then published under its name without replacing anything. An import is validated whole first
@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
 from hivemem import progress
 from hivemem.auth import Principal
 from hivemem.store import files
+from hivemem.store.base import Visible
+from hivemem.store.connection import Connection, Lock
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, memories, sessions
 from hivemem.store.sqlite.db import all_rows, atomic, now, scalar, snapshot
@@ -26,31 +26,32 @@ FORMAT, VERSION = "hivemem.export", 1
 Keep = Callable[[str, int], bool]  # (space, memory) -> may the caller export it
 
 
-def store_id(conn: apsw.Connection) -> str:
+def store_id(conn: Connection) -> str:
     return str(scalar(conn, "SELECT value FROM meta WHERE key = 'store_id'"))
 
 
-def export(conn: apsw.Connection, actor: Principal, dest: str, keep: Keep, spaces: list[str] | None,
-           include_deleted: bool, every_session: bool) -> dict[str, Any]:  # fmt: skip
+def export(conn: Connection, actor: Principal, dest: str, keep: Keep, spaces: list[str] | None,
+           include_deleted: bool, visible: Visible | None) -> dict[str, Any]:  # fmt: skip
     """Write the export document of what `keep` lets through to `dest` (0600, fsynced, never replacing a file)
-    and record `memory.exported`; returns {path, memories, bytes}."""
+    and record `memory.exported`; returns {path, memories, bytes}. Sessions: every one (`visible` None: the
+    owner's whole export), else those the memories name and their ancestors that `visible` lets the caller read."""
     with atomic(conn), files.private_output(dest) as out:
-        count, seen = _write_document(conn, out, keep, spaces, include_deleted, every_session)
+        count, seen = _write_document(conn, out, keep, spaces, include_deleted, visible)
         size = out.size
         data = {"memories": count, "bytes": size, "spaces": sorted(seen)}
         audit.append(conn, "memory.exported", actor, data=data)
     return {"path": dest, "memories": count, "bytes": size}
 
 
-def _write_document(conn: apsw.Connection, out: files.Output, keep: Keep, spaces: list[str] | None,
-                    include_deleted: bool, every_session: bool) -> tuple[int, set[str]]:  # fmt: skip
+def _write_document(conn: Connection, out: files.Output, keep: Keep, spaces: list[str] | None,
+                    include_deleted: bool, visible: Visible | None) -> tuple[int, set[str]]:  # fmt: skip
     head = {"format": FORMAT, "version": VERSION, "exported": now(), "store_id": store_id(conn)}
     out.write(_json(head)[:-1] + ',"memories":[')
     ids: set[int] = set()
     used_sessions: set[int] = set()
     seen: set[str] = set()
     where, args = _where(spaces, include_deleted)
-    total = int(scalar(conn, f"SELECT count(*) FROM memories{where}", args) or 0)
+    total = int(scalar(conn, f"SELECT count(*) FROM memories{where}", args, lock=Lock.EXPORT) or 0)  # one state
     for done, row in enumerate(conn.execute(f"SELECT {memories.COLUMNS} FROM memories{where} ORDER BY id", args), 1):
         progress.every("memories", done, total)
         if not keep(row[1], row[0]):
@@ -63,7 +64,7 @@ def _write_document(conn: apsw.Connection, out: files.Output, keep: Keep, spaces
     out.write('],"relations":')
     out.write(_json(_relations(conn, ids)))
     out.write(',"sessions":')
-    out.write(_json(_sessions(conn, None if every_session else used_sessions)) + "}\n")
+    out.write(_json(_sessions(conn, None if visible is None else used_sessions, visible)) + "}\n")
     return len(ids), seen
 
 
@@ -80,7 +81,7 @@ def _where(spaces: list[str] | None, include_deleted: bool) -> tuple[str, list[A
     return (f" WHERE {' AND '.join(where)}" if where else ""), args
 
 
-def _relations(conn: apsw.Connection, ids: set[int]) -> list[dict[str, Any]]:
+def _relations(conn: Connection, ids: set[int]) -> list[dict[str, Any]]:
     """Relations whose both ends are exported."""
     rows = all_rows(conn, "SELECT source_memory, target_memory, relation, reason, principal, label, created "
                           "FROM memory_relations ORDER BY id")  # fmt: skip
@@ -93,9 +94,14 @@ def _relations(conn: apsw.Connection, ids: set[int]) -> list[dict[str, Any]]:
     return out
 
 
-def _sessions(conn: apsw.Connection, used: set[int] | None) -> list[dict[str, Any]]:
-    """Every session (`used` None), or those the exported memories name and their ancestors, oldest first."""
+def _sessions(conn: Connection, used: set[int] | None, visible: Visible | None) -> list[dict[str, Any]]:
+    """Every session (`used` None), or those the exported memories name and their ancestors, oldest first; of
+    those, only the ones `visible` lets through, and a parent left out is not named (docs/security.md)."""
     rows = all_rows(conn, f"SELECT {sessions.COLUMNS} FROM sessions ORDER BY id")
+    if visible is not None:
+        rows = [r for r in rows if visible(int(r[0]), str(r[6]))]
+        kept = {int(r[0]) for r in rows}
+        rows = [r if r[3] is None or int(r[3]) in kept else (*r[:3], None, None, *r[5:]) for r in rows]
     if used is not None:
         parent = {int(r[0]): r[3] for r in rows}
         wanted: set[int] = set()
@@ -119,13 +125,14 @@ class Plan:
     ends: list[int]  # for each memory to add, how many of the document's memories end with it
 
 
-def plan(conn: apsw.Connection, doc: Document) -> Plan:
-    """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and what it would add."""
+def plan(conn: Connection, doc: Document, lock: Lock | None = None) -> Plan:
+    """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and what it would add; an
+    import that goes on to write it says so with `lock`."""
     out = Plan({"add": 0, "duplicate": 0, "skip": 0}, [], {}, [])
     live = [(n, m) for n, m in enumerate(doc.memories, 1) if not m.get("deleted")]
     out.counts["skip"] = len(doc.memories) - len(live)
     keys = [(m["space"], memories.sha256(m["content"])) for _, m in live]
-    stored = _stored(conn, keys)
+    stored = _stored(conn, keys, lock)
     first: dict[tuple[str, bytes], str] = {}
     for (n, m), key in zip(live, keys, strict=True):
         earlier = stored.get(key) or first.get(key)
@@ -140,15 +147,17 @@ def plan(conn: apsw.Connection, doc: Document) -> Plan:
     return out
 
 
-def _stored(conn: apsw.Connection, keys: list[tuple[str, bytes]]) -> dict[tuple[str, bytes], int]:
-    """The live memories holding each (space, content digest), looked up with one statement run for every key."""
+def _stored(conn: Connection, keys: list[tuple[str, bytes]], lock: Lock | None) -> dict[tuple[str, bytes], int]:
+    """The live memories holding each (space, content digest), looked up with one statement run for every key (the
+    first under `lock`, when given)."""
     sql = "SELECT ?1, ?2, (SELECT id FROM memories WHERE space = ?1 AND content_sha256 = ?2 AND deleted IS NULL)"
     if not keys:
         return {}
-    return {(space, digest): int(n) for space, digest, n in conn.executemany(sql, keys) if n is not None}
+    rows = all_rows(conn, sql, keys[0], lock=lock) + (conn.executemany(sql, keys[1:]).fetchall() if keys[1:] else [])
+    return {(space, digest): int(n) for space, digest, n in rows if n is not None}
 
 
-def dry_run(conn: apsw.Connection, doc: Document) -> dict[str, Any]:
+def dry_run(conn: Connection, doc: Document) -> dict[str, Any]:
     doc.scan.finish()
     with snapshot(conn):
         return {"planned": plan(conn, doc).counts, "applied": False}
@@ -157,10 +166,10 @@ def dry_run(conn: apsw.Connection, doc: Document) -> dict[str, Any]:
 BATCH = 2000  # memories written with one statement each (and one progress report)
 
 
-def apply(conn: apsw.Connection, limits: Limits, actor: Principal, doc: Document) -> dict[str, Any]:
+def apply(conn: Connection, limits: Limits, actor: Principal, doc: Document) -> dict[str, Any]:
     """Apply a validated document in one transaction: sessions, then memories, then relations."""
     with atomic(conn):
-        planned = plan(conn, doc)
+        planned = plan(conn, doc, Lock.IMPORT)  # no other writer changes a memory while the plan holds
         wanted = _needed_sessions(doc, {m["id"] for m, _ in planned.adds})
         session_ids = {s["session"]: _import_session(conn, actor, s, doc) for s in doc.sessions
                        if s["session"] in wanted or s.get("harness_session")}  # fmt: skip
@@ -197,7 +206,7 @@ def _needed_sessions(doc: Document, adds: set[str]) -> set[str]:
     return wanted
 
 
-def _import_session(conn: apsw.Connection, actor: Principal, s: dict[str, Any], doc: Document) -> int:
+def _import_session(conn: Connection, actor: Principal, s: dict[str, Any], doc: Document) -> int:
     found = sessions.existing(conn, s["harness"], s.get("harness_session"))
     if found is not None:
         return found
@@ -228,7 +237,7 @@ PROVENANCE_BYTES = 2048
 
 def provenance(m: dict[str, Any], original_store: str) -> dict[str, Any]:
     """`kind: import` with the original store, id and author label; the claim's other members are kept while
-    the whole stays within its bound (SPEC 2.3)."""
+    the whole stays within its bound (docs/verbs.md)."""
     merged, origin = _provenances(m, original_store)
     return merged if _fits(merged) else origin
 
@@ -256,11 +265,10 @@ def _provenance_text(m: dict[str, Any], original_store: str) -> str:
     return memories._sorted(origin)
 
 
-def _import_relation(conn: apsw.Connection, actor: Principal, source: int, target: int, r: dict[str, Any],
+def _import_relation(conn: Connection, actor: Principal, source: int, target: int, r: dict[str, Any],
                      at: str) -> None:  # fmt: skip
     conn.execute(
-        "INSERT OR IGNORE INTO memory_relations(source_memory, target_memory, relation, reason, principal, label, "
-        "created) VALUES (?,?,?,?,?,?,?)",
+        conn.dialect.add_relation,
         (source, target, r["relation"], r.get("reason"), actor.id, actor.label, at),
     )
     if conn.changes():

@@ -1,4 +1,4 @@
-"""`memory_vectors` (SPEC 5.3, 9.2): pending memories, storing, dropping and reading vectors.
+"""`memory_vectors` (docs/schema.md, docs/embeddings.md): pending memories, storing, dropping and reading vectors.
 
 Vectors are derived: little-endian f32, unit length, with the model that made them. A vector is stored only
 if the memory still has the title and content it was made from, so a change racing the worker never keeps
@@ -11,8 +11,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import apsw
-
+from hivemem.store.connection import Connection, Lock
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite.db import all_rows, atomic, scalar
 from hivemem.store.sqlite.filters import condition
@@ -28,7 +27,7 @@ def unpack(blob: bytes) -> tuple[float, ...]:
     return struct.unpack(f"<{len(blob) // 4}f", blob)
 
 
-def pending(conn: apsw.Connection, limit: int, skip: Iterable[int] = ()) -> list[tuple[int, str, str, bytes]]:
+def pending(conn: Connection, limit: int, skip: Iterable[int] = ()) -> list[tuple[int, str, str, bytes]]:
     """Up to `limit` live, active memories without a vector, oldest first: (id, title, content, content_sha256)."""
     skipped = sorted(skip)
     clause = f" AND m.id NOT IN ({','.join('?' * len(skipped))})" if skipped else ""
@@ -41,13 +40,14 @@ def pending(conn: apsw.Connection, limit: int, skip: Iterable[int] = ()) -> list
     return [(int(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in rows]
 
 
-def put(conn: apsw.Connection, model: str, items: Sequence[tuple[int, str, bytes, Sequence[float]]]) -> list[int]:
+def put(conn: Connection, model: str, items: Sequence[tuple[int, str, bytes, Sequence[float]]]) -> list[int]:
     """Store (memory, title, content_sha256, unit vector) rows in one transaction; returns the ids stored
     (a memory deleted, archived or changed since it was read is skipped)."""
     stored = []
     with atomic(conn):
         for memory, title, digest, vector in items:
-            conn.execute(
+            conn.locked(  # an edit of the memory under way is waited for: its stale vector is then skipped
+                Lock.SHARE,
                 "INSERT OR REPLACE INTO memory_vectors(memory, model, embedding) SELECT id, ?, ? FROM memories "
                 "WHERE id = ? AND title = ? AND content_sha256 = ? AND deleted IS NULL",
                 (model, pack(vector), memory, title, digest),
@@ -57,34 +57,34 @@ def put(conn: apsw.Connection, model: str, items: Sequence[tuple[int, str, bytes
     return stored
 
 
-def has(conn: apsw.Connection, memory: int, model: str) -> bool:
+def has(conn: Connection, memory: int, model: str) -> bool:
     return scalar(conn, "SELECT 1 FROM memory_vectors WHERE memory = ? AND model = ?", (memory, model)) is not None
 
 
-def drop(conn: apsw.Connection, memory: int) -> None:
+def drop(conn: Connection, memory: int) -> None:
     """Forget a memory's vector (its title or content changed); the caller holds the transaction."""
     conn.execute("DELETE FROM memory_vectors WHERE memory = ?", (memory,))
 
 
-def drop_other_models(conn: apsw.Connection, model: str) -> int:
+def drop_other_models(conn: Connection, model: str) -> int:
     """Delete vectors of any model but `model` (their memories become pending); returns how many."""
     with atomic(conn):
         conn.execute("DELETE FROM memory_vectors WHERE model != ?", (model,))
         return conn.changes()
 
 
-def drop_all(conn: apsw.Connection) -> int:
+def drop_all(conn: Connection) -> int:
     with atomic(conn):
         conn.execute("DELETE FROM memory_vectors")
         return conn.changes()
 
 
-def width(conn: apsw.Connection, model: str) -> int:
+def width(conn: Connection, model: str) -> int:
     """The length of `model`'s stored vectors (0 when it has none)."""
     return int(scalar(conn, "SELECT length(embedding) / 4 FROM memory_vectors WHERE model = ? LIMIT 1", (model,)) or 0)
 
 
-def load(conn: apsw.Connection, model: str, memories: Sequence[int] | None = None) -> list[tuple[int, str, bytes]]:
+def load(conn: Connection, model: str, memories: Sequence[int] | None = None) -> list[tuple[int, str, bytes]]:
     """(memory, space, embedding) of `model`'s vectors of live memories, all or only `memories`."""
     sql = (
         "SELECT v.memory, m.space, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.memory "
@@ -99,7 +99,7 @@ def load(conn: apsw.Connection, model: str, memories: Sequence[int] | None = Non
     return [(int(r[0]), str(r[1]), bytes(r[2])) for r in all_rows(conn, sql, args)]
 
 
-def page(conn: apsw.Connection, model: str, after: int, limit: int) -> list[tuple[int, str, bytes]]:
+def page(conn: Connection, model: str, after: int, limit: int) -> list[tuple[int, str, bytes]]:
     """Up to `limit` (memory, space, embedding) of `model`'s vectors, of memories above `after`, by memory: the
     index loads a large store a page at a time, never holding every blob at once."""
     sql = (
@@ -109,11 +109,11 @@ def page(conn: apsw.Connection, model: str, after: int, limit: int) -> list[tupl
     return [(int(r[0]), str(r[1]), bytes(r[2])) for r in all_rows(conn, sql, (model, after, limit))]
 
 
-def model_count(conn: apsw.Connection, model: str) -> int:
+def model_count(conn: Connection, model: str) -> int:
     return int(scalar(conn, "SELECT COUNT(*) FROM memory_vectors WHERE model = ?", (model,)) or 0)
 
 
-def admitted(conn: apsw.Connection, model: str, ids: Sequence[int], flt: Filter) -> dict[int, bytes]:
+def admitted(conn: Connection, model: str, ids: Sequence[int], flt: Filter) -> dict[int, bytes]:
     """Of `ids`, those the filter admits that still hold a vector of `model`, with that vector (the vector
     list rescores its candidates with it exactly)."""
     if not ids:
@@ -129,7 +129,7 @@ def admitted(conn: apsw.Connection, model: str, ids: Sequence[int], flt: Filter)
     return {int(r[0]): bytes(r[1]) for r in rows}
 
 
-def pending_count(conn: apsw.Connection, where: str = "1", args: Sequence[Any] = ()) -> int:
+def pending_count(conn: Connection, where: str = "1", args: Sequence[Any] = ()) -> int:
     """Live, active memories without a vector among those `where` (over alias `m`) admits."""
     sql = (
         f"SELECT COUNT(*) FROM memories m WHERE {LIVE} AND ({where}) "
@@ -138,11 +138,11 @@ def pending_count(conn: apsw.Connection, where: str = "1", args: Sequence[Any] =
     return int(scalar(conn, sql, args) or 0)
 
 
-def count(conn: apsw.Connection) -> int:
+def count(conn: Connection) -> int:
     return int(scalar(conn, "SELECT COUNT(*) FROM memory_vectors") or 0)
 
 
-def oldest_pending(conn: apsw.Connection) -> str | None:
+def oldest_pending(conn: Connection) -> str | None:
     """The `updated` stamp of the longest-waiting pending memory, if any."""
     value = scalar(
         conn,
