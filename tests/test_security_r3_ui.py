@@ -26,7 +26,7 @@ import pytest
 
 import test_web
 from conftest import Home, wait_for
-from test_web import UI, memory, start_ui, stop_ui
+from test_web import UI, assert_stopped, memory, start_ui
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -155,7 +155,7 @@ def test_item01_every_run_has_its_own_name(home: Home, ui: UI) -> None:
     try:
         assert PRIVATE_NAME.fullmatch(second.host) and second.host != ui.host
     finally:
-        assert stop_ui(second)[0] == 0
+        assert_stopped(second)
 
 
 def test_item01_nobody_else_can_listen_on_the_ipv6_loopback_of_the_port(ui: UI) -> None:
@@ -316,7 +316,7 @@ def test_item10_idle_and_slow_connections_are_closed_after_the_read_timeout(home
                 pass
         assert running.get("/search").status == 200
     finally:
-        assert stop_ui(running)[0] == 0
+        assert_stopped(running)
 
 
 def dribble(sock: socket.socket, data: bytes) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import signal
 import threading
 from collections.abc import Callable
 from urllib.parse import parse_qs, urlsplit
@@ -43,7 +44,7 @@ POST: list[tuple[re.Pattern[str], Page]] = [
     (re.compile(rf"/memory/{MID}/archive"), governance.archive),
     (re.compile(r"/hygiene/fix"), hygiene.fix),
 ]
-STATIC = {"style.css": ("text/css; charset=utf-8", html.STYLE)}
+STATIC = {"style.css": ("text/css; charset=utf-8", html.STYLE), "favicon.svg": ("image/svg+xml", html.FAVICON)}
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'",
@@ -79,11 +80,12 @@ class UI:
         self.port = servers[0].server_address[1]
         self._threaded: list[UIServer] = []  # listeners serving on threads of their own
 
-    def serve(self) -> None:
-        """Serve until interrupted: the first listener on this thread, the others on their own."""
-        self._start(self.servers[1:])
+    def serve(self, stop: threading.Event) -> None:
+        """Serve until `stop` is set, every listener on a thread of its own; then close them all."""
         try:
-            self.servers[0].serve_forever(poll_interval=0.2)
+            self._start(self.servers)
+            while not stop.wait(0.2):
+                pass
         finally:
             self.close()
 
@@ -140,6 +142,8 @@ class Handler(TimedHandler):
             return self._login(parse_qs(url.query).get("token", [""])[0])
         if url.path.startswith("/static/"):
             return _static(url.path[len("/static/") :])
+        if url.path == "/favicon.ico":  # browsers ask for it whatever the page links: the same SVG
+            return _static("favicon.svg")
         csrf = self.server.guard.session(self.headers.get("Cookie"))
         if url.path in ("", "/"):
             return Response(303, location="/search")
@@ -298,15 +302,33 @@ def serve(
     except BaseException:
         owner.close()
         raise
-    if ready is not None:
-        ready(ui.guard.login_url(), ui.warning)
+    stop = threading.Event()
+    restore = on_interrupt(stop)
     try:
-        ui.serve()
-    except KeyboardInterrupt:
+        if ready is not None:
+            ready(ui.guard.login_url(), ui.warning)
+        ui.serve(stop)
+    except KeyboardInterrupt:  # only when serving off the main thread, where Ctrl-C is not turned into `stop`
         pass
     finally:
+        restore()
+        ui.close()
         owner.close()  # the daemon is not kept alive: it stops on its idle timeout as after any client
     return 0
+
+
+def on_interrupt(stop: threading.Event) -> Callable[[], None]:
+    """Ctrl-C (SIGINT) and SIGTERM set `stop` instead of raising wherever the main thread happens to be, so the UI
+    always closes the same way and exits 0 (D381); returns what puts the previous handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.signal(sig, lambda _signum, _frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
 
 
 def start_in_thread(server: BoundedServer) -> threading.Thread:
