@@ -84,9 +84,8 @@ class Embedder:
 
 
 def recall(store: Any, runtime: Runtime | None, floor: float, prompt: str, flt: Filter, rule: str) -> list[int]:
-    store.embeddings = runtime
     store.limits = Limits(recall_min_similarity=floor) if runtime is not None else Limits()
-    got, _ = recall_mod.matching(store, prompt, flt, LIMIT, rule)
+    got, _ = recall_mod.matching(store, runtime, prompt, flt, LIMIT, rule)
     return [int(m["id"][1:]) for m in got]
 
 

@@ -48,6 +48,7 @@ from hivemem.records import (
     Reloaded,
     Repair,
     Restored,
+    SearchResult,
     Session,
     SessionEnded,
     SessionPage,
@@ -348,18 +349,15 @@ def list_(ctx: Context, principal: Principal, p: Params) -> MemoryPage:
     return page
 
 
-def search(ctx: Context, principal: Principal, p: Params) -> dict[str, Any]:
-    """Ranked hits, one page of them: `after` is the `next` of the page before (hivemem/cursors.py).
-
-    A SearchResult, left as built by search/query.py: its hits also go to `events.recalled`, which the store
-    interface takes as plain dicts (docs/decisions.md D370)."""
+def search(ctx: Context, principal: Principal, p: Params) -> SearchResult:
+    """Ranked hits, one page of them: `after` is the `next` of the page before (hivemem/cursors.py)."""
     search_key = cursors.key(principal.id, p)
     shown, last = 0, None
     if p.get("after"):  # every page uses the first page's window (hivemem/cursors.py)
         cursor = cursors.decode(p["after"], search_key)
         shown, last, p = cursor.shown, int(cursor.last[1:]), {**p, "since": cursor.since, "until": cursor.until}
     flt = _filter(ctx.store, principal, p, **_window(p))
-    result = run_search(ctx.store, p["query"], flt, p["limit"], p["mode"], shown, last)
+    result = run_search(ctx.store, ctx.embeddings, p["query"], flt, p["limit"], p["mode"], shown, last)
     more = result.pop("more", None)
     if more is not None:
         result["next"] = cursors.encode(search_key, cursors.Cursor(more[0], more[1], flt.since, flt.until))
@@ -368,7 +366,7 @@ def search(ctx: Context, principal: Principal, p: Params) -> dict[str, Any]:
         result["window"] = used
     if p["record_usage"] and result["results"]:
         digest = hashlib.sha256(p["query"].encode("utf-8")).hexdigest()
-        ctx.store.events.recalled(principal, digest, result["results"])
+        ctx.store.events.recalled(principal, digest, [dict(hit) for hit in result["results"]])
     return result
 
 
@@ -378,7 +376,8 @@ def recall(ctx: Context, principal: Principal, p: Params) -> Recall:
     if not p["fixed_path"]:
         _readable_spaces(principal, p["spaces"])
     path = [space for space in p["spaces"] if principal.can("read", space)]
-    return run_recall(ctx.store, principal.scope("read"), path, p.get("query"), p.get("limit"), ctx.limits)
+    readable = principal.scope("read")
+    return run_recall(ctx.store, ctx.embeddings, readable, path, p.get("query"), p.get("limit"), ctx.limits)
 
 
 def forget(ctx: Context, principal: Principal, p: Params) -> Forget:

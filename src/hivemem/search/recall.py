@@ -15,16 +15,17 @@ from hivemem.store.limits import Limits
 
 if TYPE_CHECKING:
     from hivemem.records import Recall
-    from hivemem.search.vector import Runtime
+    from hivemem.search.vector import Floats, Runtime
 
 SESSION_KINDS = ("preference", "convention", "lesson", "procedure")
 NEAR_WINDOW = 8  # tokens: D126's rule, two prompt terms this close (kept for bench/ to measure against)
 RULES = ("evidence", "near", "none")  # the shipped rule on words (D282), D126's, and none at all
 
 
-def recall(store: Store, readable: Readable, spaces: list[str], query: str | None, limit: int | None,
-           limits: Limits) -> Recall:  # fmt: skip
-    """`{text, count, truncated}` for the readable `spaces` of a read path, in their order."""
+def recall(store: Store, runtime: Runtime | None, readable: Readable, spaces: list[str], query: str | None,
+           limit: int | None, limits: Limits) -> Recall:  # fmt: skip
+    """`{text, count, truncated}` for the readable `spaces` of a read path, in their order; `runtime` is the search
+    side's embeddings, None when they are off."""
     path = tuple(dict.fromkeys(spaces))
     if query is None:
         flt = Filter(readable=readable, spaces=path, kinds=SESSION_KINDS, hide_states=HIDDEN_STATES)
@@ -33,12 +34,12 @@ def recall(store: Store, readable: Readable, spaces: list[str], query: str | Non
     else:
         flt = Filter(readable=readable, spaces=path, hide_states=HIDDEN_STATES)
         count = limit or limits.recall_prompt_limit
-        memories, matched = matching(store, query, flt, count)
+        memories, matched = matching(store, runtime, query, flt, count)
     bounds = Bounds(count, limits.recall_record_chars, limits.recall_total_chars)
     return render(memories, path, bounds, matched=matched).wire()
 
 
-def matching(store: Store, query: str, flt: Filter, limit: int,
+def matching(store: Store, runtime: Runtime | None, query: str, flt: Filter, limit: int,
              rule: str = "evidence") -> tuple[list[dict[str, Any]], int]:  # fmt: skip
     """The best `limit` memories for the query past the relevance floor, and how many matched.
 
@@ -52,7 +53,6 @@ def matching(store: Store, query: str, flt: Filter, limit: int,
     words = floor_terms(query)
     if not words:
         return [], 0
-    runtime: Runtime | None = store.embeddings
     vector = runtime.embed_query(query) if runtime is not None else None
     with store.search.snapshot():
         fts_ids = store.search.ranked(words, flt)
@@ -93,7 +93,7 @@ def evidenced(store: Store, query: str, words: list[str], ids: list[int], flt: F
     return {m for m, masks in held.items() if evidence.evidence(weights, *masks) >= need}
 
 
-def _fused(store: Store, runtime: Runtime, vector: Any, flt: Filter, fts_ids: list[int],
+def _fused(store: Store, runtime: Runtime, vector: Floats, flt: Filter, fts_ids: list[int],
            lexical: set[int]) -> list[int]:  # fmt: skip
     limits = store.limits
     near = runtime.vector_list(store.vectors, vector, flt, limits.search_min_similarity)
