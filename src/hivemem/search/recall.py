@@ -14,7 +14,7 @@ from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 
 if TYPE_CHECKING:
-    from hivemem.records import Recall
+    from hivemem.records import MemoryRead, Recall
     from hivemem.search.vector import Runtime
 
 SESSION_KINDS = ("preference", "convention", "lesson", "procedure")
@@ -39,7 +39,7 @@ def recall(store: Store, readable: Readable, spaces: list[str], query: str | Non
 
 
 def matching(store: Store, query: str, flt: Filter, limit: int,
-             rule: str = "evidence") -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+             rule: str = "evidence") -> tuple[list[MemoryRead], int]:  # fmt: skip
     """The best `limit` memories for the query past the relevance floor, and how many matched.
 
     A prompt that matches nothing injects nothing (docs/hooks.md). A memory enters on words when the prompt words
