@@ -101,9 +101,9 @@ def start(conn: Connection, actor: Principal, new: NewSession) -> SessionStarted
             ),
         )
         n = conn.last_insert_rowid()
-        data = {"harness": new.harness}
+        data: dict[str, str | None] = {"harness": new.harness}
         if parent is not None:
-            data.update(parent=str(new.parent), relation=str(new.relation))
+            data.update(parent=new.parent, relation=new.relation)
         audit.append(conn, "session.started", actor, session=n, data=data)
     return {"session": sid(n), "changed": True}
 
