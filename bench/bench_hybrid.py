@@ -43,6 +43,7 @@ from hivemem.search import recall as recall_mod
 from hivemem.search.query import search
 from hivemem.search.vector import Runtime
 from hivemem.store import open_store
+from hivemem.store.base import NewMemory
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import vectors
@@ -217,7 +218,7 @@ def load(name: str, root: Path, cached: Cached, base: str,
     by_memory: dict[int, list[str]] = defaultdict(list)
     me = owner()
     for doc in docs:
-        p = {"space": space_name(doc["conversation"]), "content": doc["text"], "kind": "note", "title": "", "tags": []}
+        p = NewMemory(space_name(doc["conversation"]), doc["text"], kind="note", title="", tags=[])
         result = add(store.conn, store.limits, me, p, None)
         by_memory[int(result["id"][1:])].append(doc["id"])
     t = time.perf_counter()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hivemem.auth import Readable
 from hivemem.render import HIDDEN_STATES, Bounds, render
@@ -14,7 +14,7 @@ from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 
 if TYPE_CHECKING:
-    from hivemem.records import Recall
+    from hivemem.records import MemoryRead, Recall
     from hivemem.search.vector import Floats, Runtime
 
 SESSION_KINDS = ("preference", "convention", "lesson", "procedure")
@@ -40,7 +40,7 @@ def recall(store: Store, runtime: Runtime | None, readable: Readable, spaces: li
 
 
 def matching(store: Store, runtime: Runtime | None, query: str, flt: Filter, limit: int,
-             rule: str = "evidence") -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+             rule: str = "evidence") -> tuple[list[MemoryRead], int]:  # fmt: skip
     """The best `limit` memories for the query past the relevance floor, and how many matched.
 
     A prompt that matches nothing injects nothing (docs/hooks.md). A memory enters on words when the prompt words
