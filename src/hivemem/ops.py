@@ -78,8 +78,8 @@ FIX = "hivemem whoami --json  # set HIVEMEM_TOKEN to a client token with this ri
 @dataclass(frozen=True, slots=True)
 class Context:
     """What a handler runs against: the store, the search side's embeddings (None when they are off) and the
-    store's limits. Built once per request by `context`: the one place that reads the store's loosely typed
-    `embeddings` attribute, which stays on the store for its own `status` and its readers (docs/decisions.md D370).
+    store's limits. Built once per request by `context`: the one place that takes the runtime from the store's
+    `embeddings`, which stays on the store for its own `status` and its readers (docs/decisions.md D370).
     """
 
     store: Store
@@ -88,7 +88,13 @@ class Context:
 
 
 def context(store: Store) -> Context:
-    runtime: Runtime | None = store.embeddings
+    runtime = store.embeddings
+    if runtime is None:  # embeddings off: numpy and the vector side stay unloaded (docs/architecture.md)
+        return Context(store, None, store.limits)
+    from hivemem.search.vector import Runtime  # loaded already: the daemon built the runtime
+
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"the store's embeddings are a {type(runtime).__name__}, not a search runtime")
     return Context(store, runtime, store.limits)
 
 

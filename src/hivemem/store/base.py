@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from hivemem.auth import Principal, Readable
 from hivemem.records import (
@@ -235,6 +235,17 @@ class Governance(Protocol):
     def hygiene(self, flt: Filter) -> Scan: ...  # memory.hygiene's rows, relations and recall times, one snapshot
 
 
+class Embeddings(Protocol):
+    """What a store reads of the search side's embeddings (hivemem.search.vector.Runtime): the configured
+    provider's kind for `store.status`, and the model whose vectors `memory.get` reports on. Ops takes the
+    runtime itself from the store by type (docs/decisions.md D370)."""
+
+    kind: str
+
+    @property
+    def model(self) -> str: ...
+
+
 class Store(Protocol):
     """One store: its repositories, its settings, and the verb's transaction."""
 
@@ -242,8 +253,8 @@ class Store(Protocol):
     limits: Limits
     readonly: bool
     # The search side's embeddings (hivemem.search.vector.Runtime) when a provider is on, set by the daemon
-    # and shared by its readers; typed loosely because the store sits below search in the layers.
-    embeddings: Any
+    # and shared by its readers; the store sits below search in the layers, so it names only what it reads.
+    embeddings: Embeddings | None
 
     @property
     def memories(self) -> Memories: ...

@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import psycopg
 
 from hivemem.auth import Readable
 from hivemem.records import Hit, MemoryRead, SpacePage, Status
 from hivemem.store import repositories
+from hivemem.store.base import Embeddings
 from hivemem.store.connection import scalar
 from hivemem.store.filters import Filter
 from hivemem.store.keys import ensure_owner_key, new_secret, read_key
@@ -82,7 +83,7 @@ class PostgresStore:
         self.path = shown_url(url)
         self.limits = limits
         self.readonly = readonly
-        self.embeddings: Any = None  # hivemem.search.vector.Runtime when a provider is on (set by the daemon)
+        self.embeddings: Embeddings | None = None  # the daemon sets it when a provider is on
         self.url = url
         self._data_dir = data_dir
         self._transaction = repositories.Transaction(self)
@@ -129,7 +130,7 @@ class PostgresStore:
 
     @property
     def embeddings_model(self) -> str | None:
-        return None if self.embeddings is None else str(self.embeddings.model)
+        return None if self.embeddings is None else self.embeddings.model
 
     @property
     def data_dir(self) -> str:
@@ -238,7 +239,7 @@ class PostgresStore:
     def status(self, readable: Readable, sessions: tuple[bool, frozenset[int], str | None],
                with_path: bool) -> Status:  # fmt: skip
         seen = listing.Sessions(*sessions)
-        kind = "off" if self.embeddings is None else str(self.embeddings.kind)
+        kind = "off" if self.embeddings is None else self.embeddings.kind
         out = listing.status(self.conn, self.sqlite_version, readable, seen, None, kind)
         out["schema_version"] = schema.VERSION
         if with_path:

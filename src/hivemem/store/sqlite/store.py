@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
 
 import apsw
 
 from hivemem.auth import Readable
 from hivemem.records import Hit, MemoryRead, SpacePage, Status
 from hivemem.store import repositories
+from hivemem.store.base import Embeddings
 from hivemem.store.filters import Filter
 from hivemem.store.keys import ensure_owner_key
 from hivemem.store.limits import Limits
@@ -30,7 +30,7 @@ class SQLiteStore:
         self.path = path
         self.limits = limits
         self.readonly = readonly
-        self.embeddings: Any = None  # hivemem.search.vector.Runtime when a provider is on (set by the daemon)
+        self.embeddings: Embeddings | None = None  # the daemon sets it when a provider is on
         self._identity: tuple[int, int] | None = getattr(conn, "identity", None)
         self._transaction = repositories.Transaction(self)
         self._memories = repositories.Memories(self, repositories.once, self._erase_copies)
@@ -76,7 +76,7 @@ class SQLiteStore:
 
     @property
     def embeddings_model(self) -> str | None:
-        return None if self.embeddings is None else str(self.embeddings.model)
+        return None if self.embeddings is None else self.embeddings.model
 
     @property
     def data_dir(self) -> str:
@@ -136,7 +136,7 @@ class SQLiteStore:
                with_path: bool) -> Status:  # fmt: skip
         seen = listing.Sessions(*sessions)
         path = self.path if with_path else None
-        kind = "off" if self.embeddings is None else str(self.embeddings.kind)
+        kind = "off" if self.embeddings is None else self.embeddings.kind
         return listing.status(self.conn, self.sqlite_version, readable, seen, path, kind)
 
     def close(self, *, checkpoint: bool = False, moved: bool = False) -> None:
