@@ -33,6 +33,14 @@ SETTINGS: tuple[Setting, ...] = (
         "means the SQLite file at store.path.",
     ),
     Setting(
+        "team.url",
+        "",
+        "A team store mounted beside the personal store: a libpq connection string as for store.url; empty means "
+        "no team store (docs/team.md).",
+    ),
+    Setting("team.spaces", ["team/*"], "Space patterns that live in the team store (name or prefix/*)."),
+    Setting("team.timeout_ms", 1500, "How long a call waits for the team store before it is unavailable.", 100, 60000),
+    Setting(
         "daemon.startup", "on-demand", "Start the daemon on demand or only by hand.", choices=("on-demand", "explicit")
     ),
     Setting("daemon.startup_timeout_ms", 5000, "How long a client waits for a daemon to start.", 100, 600000),
@@ -183,6 +191,19 @@ def _check_spaces(key: str, value: Any) -> list[str]:
     return list(value)
 
 
+def _check_team_spaces(key: str, value: Any) -> list[str]:
+    """Space names or `prefix/*` patterns; never `user` or `project/...`, which stay personal (docs/team.md)."""
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        _bad(key, "must be a list of space names or prefix/* patterns")
+    for pattern in value:
+        name = pattern[:-2] if pattern.endswith("/*") else pattern
+        if not SPACE_RE.match(name):
+            _bad(key, f"{pattern!r} is neither a space name nor a prefix/* pattern")
+        if name == "user" or name == "project" or name.startswith("project/"):
+            _bad(key, f"{pattern!r}: user and project spaces stay in the personal store")
+    return list(value)
+
+
 def _check_grants(key: str, value: Any) -> list[dict[str, str]]:
     if not isinstance(value, list):
         _bad(key, "must be a list of {right, scope} tables")
@@ -262,6 +283,8 @@ _SPECIAL = {
     "store.url": _check_store_url,
     "governance.review_days": _check_review_days,
     "recall.team_spaces": _check_spaces,
+    "team.url": _check_store_url,
+    "team.spaces": _check_team_spaces,
     "grants.unknown": _check_grants,
     "embeddings.base_url": _check_base_url,
 }
