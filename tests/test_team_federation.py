@@ -140,6 +140,11 @@ def test_two_people_share_team_memories_and_keep_their_own_private(team: Team) -
             (shared["id"], "team", "team/platform")
         ]
         assert "unavailable" not in found
+        table = ben.cli("memory", "search", "--query", "blue-green argo").out.splitlines()
+        assert table[1].split()[:4] == ["ID", "REV", "SPACE", "STORE"] and table[2].split()[2:4] == [
+            "team/platform",
+            "team",
+        ]
         assert ben.ok("memory", "search", "--query", "tabs spaces")["results"] == []
         got = ben.ok("memory", "get", "--id", shared["id"])
         assert got["id"] == shared["id"] and got["content"] == "deploys go blue-green via argo"
@@ -166,6 +171,40 @@ def test_two_people_share_team_memories_and_keep_their_own_private(team: Team) -
         )
         assert updated["id"] == shared["id"] and updated["revision"] == 2
         assert ana.ok("memory", "get", "--id", shared["id"])["updated_by"]["label"] == "ben"
+
+
+def envelope(text: str) -> list[dict[str, Any]]:
+    """The records of a recall envelope."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def prompt_hook(h: Home, cwd: str, prompt: str) -> str:
+    """A prompt-submit hook's additionalContext ('' when it printed nothing)."""
+    data = {"session_id": "s-1", "cwd": cwd, "prompt": prompt, "hook_event_name": "UserPromptSubmit"}
+    result = h.cli("hook", "prompt-submit", stdin=json.dumps(data))
+    assert result.code == 0, result
+    return str(json.loads(result.out)["hookSpecificOutput"]["additionalContext"]) if result.out else ""
+
+
+def test_recall_and_the_hooks_render_both_stores_in_scope_order(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        ana.ok(
+            "memory", "add", "--space", "team/platform", "--kind", "convention", "--content", "rollouts need a canary"
+        )
+        ben.ok("memory", "add", "--space", "user", "--kind", "preference", "--content", "ben likes canary rollouts")
+        recalled = ben.ok("memory", "recall", "--spaces", "user", "--spaces", "team/platform", "--query", "canary")
+        assert [(r["store"], r["space"]) for r in envelope(recalled["text"])] == [
+            ("personal", "user"),
+            ("team", "team/platform"),
+        ]
+        assert envelope(recalled["text"])[1]["id"].startswith("t:m") and "unavailable" not in recalled
+        jsonschema.validate(recalled, schemas.json_schema(records.Recall))
+        alone = ana.ok("memory", "recall", "--spaces", "user", "--query", "canary")  # ben's user space is his own
+        assert alone["count"] == 0
+        ben.config(f'[team]\nurl = {json.dumps(team.url)}\n[recall]\nteam_spaces = ["team/platform"]\n')
+        ben.stop_daemon()
+        text = prompt_hook(ben, ben.base, "how do canary rollouts work")
+        assert [r["store"] for r in envelope(text)] == ["personal", "team"]
 
 
 def test_the_personal_owner_key_grants_nothing_on_the_team_store(team: Team) -> None:
@@ -203,6 +242,7 @@ class Proxy:
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.dropping = False
+        self.delay = 0.0  # seconds each chunk waits before it is forwarded (a slow link)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.closed = threading.Event()
@@ -228,6 +268,8 @@ class Proxy:
     def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                if self.delay:
+                    time.sleep(self.delay)
                 if not self.dropping:
                     sink.sendall(data)
         except OSError:
@@ -271,9 +313,18 @@ def test_a_stopped_team_store_leaves_personal_reads_whole_and_fails_team_writes(
         assert took < usual + 1.0 + 1.0, (took, usual)
         listed = ana.ok("memory", "list")
         assert listed["unavailable"] == ["team"] and len(listed["memories"]) == 1
+        assert "unavailable: team" in ana.cli("memory", "list").out
         failed = fails(ana, "memory", "add", "--space", "team/x", "--content", "lost?", code="unavailable.team_store",
                        exit_code=6)  # fmt: skip
         assert failed["data"]["outcome"] == "not_written"
+        recalled = ana.ok("memory", "recall", "--spaces", "user", "--spaces", "team/x", "--query", "notes cli")
+        assert recalled["unavailable"] == ["team"] and recalled["count"] == 1
+        assert recalled["text"].splitlines()[0].startswith("hivemem recall: the team store was unavailable")
+        ana.config(f'[team]\nurl = {json.dumps(closed)}\ntimeout_ms = 1000\n[recall]\nteam_spaces = ["team/x"]\n')
+        ana.stop_daemon()
+        text = prompt_hook(ana, ana.base, "notes on the cli")
+        assert text.splitlines()[0].startswith("hivemem recall: the team store was unavailable"), text
+        assert [r["store"] for r in envelope(text)] == ["personal"]
         print(f"stopped team store: usual {usual * 1000:.0f} ms, federated search {took * 1000:.0f} ms")
 
 
@@ -309,5 +360,28 @@ def test_a_team_store_dropping_packets_is_given_up_in_time_and_used_again_when_i
             assert ana.ok("memory", "add", "--space", "team/infra", "--content", "written after")["id"].startswith("t:")
             time.sleep(1.0)
             assert team_rows(team.url, "written while dropped") == 0  # never committed later
+    finally:
+        proxy.close()
+
+
+def test_a_team_write_given_up_on_a_slow_link_never_commits_later(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    timeout_ms = 800
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=timeout_ms) as ana:
+            assert ana.ok("memory", "add", "--space", "team/infra", "--content", "a first team memory")["id"]
+            usual, _ = timed(ana, "memory", "add", "--space", "user", "--content", "a first personal memory")
+            proxy.delay = 2.0  # every packet now arrives two seconds late: the write cannot finish in time
+            took, result = timed(ana, "memory", "add", "--space", "team/infra", "--content", "sent over a slow link")
+            assert result.code == 6 and result.json["error"]["code"] == "unavailable.team_store", result
+            assert result.json["error"]["data"]["outcome"] == "not_written"
+            assert took < usual + timeout_ms / 1000 + 1.0, (took, usual)
+            print(f"slow team store: usual {usual * 1000:.0f} ms, team write given up after {took * 1000:.0f} ms")
+            time.sleep(3 * proxy.delay)  # what the link still held has reached the server by now
+            assert team_rows(team.url, "sent over a slow link") == 0
+            proxy.delay = 0.0
+            again = ana.ok("memory", "add", "--space", "team/infra", "--content", "sent over a slow link")
+            assert again["id"].startswith("t:") and team_rows(team.url, "sent over a slow link") == 1
     finally:
         proxy.close()

@@ -164,6 +164,7 @@ class Recall(Shape):
     text: str
     count: int
     truncated: bool
+    unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
 class Forgotten(Shape):

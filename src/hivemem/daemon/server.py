@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hivemem import __version__, ops, peer, progress, protocol, secrets
 from hivemem.auth import Principal
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from hivemem.daemon.team import Team
 
 READERS = 4
+T = TypeVar("T")
 DRAIN_SECONDS = 2.0
 DAY = 86400.0
 HELLO_PARAMS = ("token", "client", "version")
@@ -302,7 +303,7 @@ class Server:
         if self.team is not None:
             from hivemem.daemon.team import federated
 
-            found = await federated(self.team, self._personal, who, verb, params, size, listener)
+            found = await federated(self.team, self._personal, self._on_reader, who, verb, params, size, listener)
             if found is not None:
                 return found
         result = await self._personal(who, verb, params, size, listener)
@@ -320,6 +321,11 @@ class Server:
             return await self._write(who, verb, params, size, listener)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.readers, self._read, who, verb, params, listener)
+
+    async def _on_reader(self, work: Callable[[Store], T]) -> T:
+        """`work` with this thread's reader of the personal store, on a reader thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.readers, lambda: work(self.reader_store()))
 
     def _effect(self, verb: Verb, who: Principal) -> None:
         """The verb's `effect` trait, once its reply is decided."""

@@ -30,13 +30,15 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from hivemem import credentials, libpq, ops
 from hivemem.auth import Principal
 from hivemem.config import Config
 from hivemem.daemon.lifecycle import Log
 from hivemem.errors import Denied, HivememError, InvalidParams, Unavailable
+from hivemem.render import Bounds, render
+from hivemem.search.recall import select
 from hivemem.store import Store, open_store
 from hivemem.store.limits import Limits
 
@@ -50,6 +52,11 @@ MEMORY_ID = re.compile(r"^m[1-9][0-9]{0,17}$")
 NEVER_TEAM = re.compile(r"^(user|project(/.*)?)$")
 # Verbs of other families (sessions, events, clients, the store's own operations) stay personal for now (docs/team.md).
 ROUTED = ("memory.",)
+# A hook waits 1.5 s for its recall (docs/hooks.md): the team's part of a recall is given up sooner, so the hook
+# still shows the personal part and says the team store was unavailable.
+RECALL_MS = 1000
+UNAVAILABLE_LINE = "hivemem recall: the team store was unavailable; only memories of the personal store are shown."
+T = TypeVar("T")
 
 
 def matches(space: str, patterns: list[str]) -> bool:
@@ -250,26 +257,34 @@ class Team:
     async def call(self, who: Principal, verb: str, params: object) -> dict[str, Any]:
         """Run one verb on the team store within team.timeout_ms (on a team thread; the event loop only waits),
         its result qualified; unavailable.team_store when it does not answer in time."""
+
+        def work(store: Store, principal: Principal) -> dict[str, Any]:
+            return self._authorized(store, who, principal, verb, params)
+
+        return qualify(await self.apply(work, verb, self.timeout_ms), verb)
+
+    async def apply(self, work: Callable[[Store, Principal], T], what: str, budget_ms: int) -> T:
+        """`work(store, principal)` on a team thread with the team token's principal, given up after `budget_ms`."""
         if not self.free.acquire(blocking=False):
             raise Unavailable("team_store", "the team store is not answering: every team connection is still "
                               "waiting on it", outcome="not_written")  # fmt: skip
-        deadline = time.monotonic() + self.timeout_ms / 1000
+        deadline = time.monotonic() + budget_ms / 1000
         gate = Gate(deadline)
         holder: list[Worker] = []
         try:
-            job: Future[dict[str, Any]] = self.pool.submit(self._run, gate, holder, who, verb, params)
+            job: Future[T] = self.pool.submit(self._run, gate, holder, work)
         except RuntimeError:
             self.free.release()
             raise Unavailable("team_store", "the daemon is stopping", outcome="not_written") from None
         job.add_done_callback(lambda _: self.free.release())
         try:
             waited = asyncio.shield(asyncio.wrap_future(job))
-            return qualify(await asyncio.wait_for(waited, max(0.0, deadline - time.monotonic())), verb)
+            return await asyncio.wait_for(waited, max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             unknown = gate.abandon()
             if holder:
                 self._interrupt(holder[0])
-            self.log.write(f"team store: {verb} given up after {self.timeout_ms} ms")
+            self.log.write(f"team store: {what} given up after {budget_ms} ms")
             raise self._timed_out(unknown) from None
 
     def _timed_out(self, unknown: bool) -> Unavailable:
@@ -287,7 +302,7 @@ class Team:
         if interrupt is not None:
             interrupt()
 
-    def _run(self, gate: Gate, holder: list[Worker], who: Principal, verb: str, params: object) -> dict[str, Any]:
+    def _run(self, gate: Gate, holder: list[Worker], work: Callable[[Store, Principal], T]) -> T:
         worker: Worker | None = getattr(self._local, "worker", None)
         if worker is None:
             worker = self._local.worker = Worker()
@@ -297,16 +312,17 @@ class Team:
             conn = getattr(store, "conn", None)
             if conn is not None:
                 conn.guard = gate
-            gate(f"-- {verb}")  # given up while the store opened: nothing more is sent
+            gate("-- begin")  # given up while the store opened: nothing more is sent
             try:
-                principal = self._team_principal(store)
-                return self._authorized(store, who, principal, verb, params)
+                return work(store, self._team_principal(store))
             finally:
                 if conn is not None:
                     conn.guard = None
         except Unavailable as exc:
-            if exc.code in ("unavailable.store_busy", "unavailable.not_running"):  # the server is gone or stalled
+            lost = exc.code in ("unavailable.store_busy", "unavailable.not_running")  # the server is gone or stalled
+            if lost or gate.abandoned:  # a connection given up on may be half shut: the next call opens another
                 self._drop(worker)
+            if lost:
                 raise self._timed_out(gate.abandon()) from None
             raise
 
@@ -377,12 +393,16 @@ class Team:
 
 
 Personal = Callable[[Principal, str, object, int, Any], Awaitable[dict[str, Any]]]
+Selected = tuple[list[dict[str, Any]], int, Bounds, dict[str, Any]]
+Reader = Callable[[Callable[[Store], Selected]], Awaitable[Selected]]
 
 
-async def federated(team: Team, mine: Personal, who: Principal, verb: str, params: object, size: int,
-                    listener: Any) -> dict[str, Any] | None:  # fmt: skip
+async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, verb: str, params: object,
+                    size: int, listener: Any) -> dict[str, Any] | None:  # fmt: skip
     """A request the mounted team store takes part in, answered; None for one the personal store alone serves as
     it always has (the daemon then runs it itself)."""
+    if verb == "memory.recall":
+        return await _recall(team, reader, who, params)
     route = team.plan(verb, params)
     if route.where == PERSONAL:
         if verb not in MERGED:
@@ -418,3 +438,41 @@ def _limit(verb: str, params: Any) -> int:
         return given
     found = next((p.default for p in ops.verb_for(verb).params if p.name == "limit"), None)
     return int(found) if isinstance(found, int) else 20
+
+
+async def _recall(team: Team, reader: Reader, who: Principal, params: object) -> dict[str, Any]:
+    """memory.recall over both stores: each selects its memories of the read path, the personal store's first, and
+    one envelope renders them all, each record saying its `store` (docs/team.md)."""
+
+    def mine(store: Store) -> Selected:
+        p = ops.check("memory.recall", params, store.limits.max_content_bytes)[1]
+        if not p["fixed_path"]:
+            for space in p["spaces"]:
+                if not who.can("read", space):
+                    raise ops.denied(who, "read", f"space:{space}")
+        path = tuple(dict.fromkeys(s for s in p["spaces"] if not matches(s, team.patterns) and who.can("read", s)))
+        memories, matched, bounds = select(store, who.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
+        return [{**m, "store": PERSONAL} for m in memories], matched, bounds, p
+
+    memories, matched, bounds, p = await reader(mine)
+    wanted = [s for s in dict.fromkeys(p["spaces"]) if matches(s, team.patterns) and who.can("read", s)]
+    missing = False
+    if wanted:
+
+        def theirs(store: Store, principal: Principal) -> tuple[list[dict[str, Any]], int]:
+            path = tuple(s for s in wanted if principal.can("read", s))
+            found, count, _ = select(store, principal.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
+            return [{**m, "id": PREFIX + str(m["id"]), "store": TEAM} for m in found], count
+
+        try:
+            found, count = await team.apply(theirs, "memory.recall", min(team.timeout_ms, RECALL_MS))
+            memories, matched = memories + found, matched + count
+        except HivememError as exc:
+            missing = True
+            if exc.code != "unavailable.team_store":
+                team.log.write(f"team store: memory.recall: {exc.code}")
+    result: dict[str, Any] = dict(render(memories, list(p["spaces"]), bounds, matched=matched).wire())
+    if missing:
+        result["text"] = UNAVAILABLE_LINE + ("\n" + result["text"] if result["text"] else "")
+        result["unavailable"] = [TEAM]
+    return result

@@ -26,6 +26,14 @@ def recall(store: Store, readable: Readable, spaces: list[str], query: str | Non
            limits: Limits) -> Recall:  # fmt: skip
     """`{text, count, truncated}` for the readable `spaces` of a read path, in their order."""
     path = tuple(dict.fromkeys(spaces))
+    memories, matched, bounds = select(store, readable, path, query, limit, limits)
+    return render(memories, path, bounds, matched=matched).wire()
+
+
+def select(store: Store, readable: Readable, path: tuple[str, ...], query: str | None, limit: int | None,
+           limits: Limits) -> tuple[list[dict[str, Any]], int, Bounds]:  # fmt: skip
+    """The memories a recall of `path` renders (best first), how many matched, and the render's bounds; a daemon
+    with a team store mounted selects in each store and renders them together (docs/team.md)."""
     if query is None:
         flt = Filter(readable=readable, spaces=path, kinds=SESSION_KINDS, hide_states=HIDDEN_STATES)
         count = limit or limits.recall_session_limit
@@ -34,8 +42,7 @@ def recall(store: Store, readable: Readable, spaces: list[str], query: str | Non
         flt = Filter(readable=readable, spaces=path, hide_states=HIDDEN_STATES)
         count = limit or limits.recall_prompt_limit
         memories, matched = matching(store, query, flt, count)
-    bounds = Bounds(count, limits.recall_record_chars, limits.recall_total_chars)
-    return render(memories, path, bounds, matched=matched).wire()
+    return memories, matched, Bounds(count, limits.recall_record_chars, limits.recall_total_chars)
 
 
 def matching(store: Store, query: str, flt: Filter, limit: int,
