@@ -7,8 +7,8 @@ their own) and the merge of the two parts of a read. With `team.url` empty none 
 Routing (D390): a write to a space matching `team.spaces` goes to the team store, every other write stays
 personal; `user` and `project/...` never leave the personal store. The team store's memory ids travel qualified,
 `t:m12`, and a verb given one runs there. memory.search and memory.list with no spaces, or with spaces of both
-stores, query both at once and merge: project, user, the personal store's other spaces, then the team's, each in
-its store's own order; every hit says which `store` it came from.
+stores, and memory.recall query both at once and merge: project, user, the personal store's other spaces, then
+the team's, each in its store's own order; every hit and record says which `store` it came from.
 
 Identity: on the team store a request acts with the team client token this person saved (`hivemem team join`),
 and only within what the connection's own grants allow in that space; the personal owner key grants nothing there.
@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hivemem import credentials, libpq, ops
@@ -231,7 +231,6 @@ class Worker:
     """What one team thread holds: its store (opened on first use, again after a failure)."""
 
     store: Store | None = None
-    gates: list[Gate] = field(default_factory=list)
 
 
 class Team:
