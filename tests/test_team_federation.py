@@ -23,6 +23,7 @@ import pytest
 
 from conftest import Home, fails, isolated_home, pg_database
 from hivemem import config, credentials, records, schemas
+from hivemem.client import DaemonClient
 from hivemem.daemon.team import matches, plan, qualify
 
 pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
@@ -385,3 +386,44 @@ def test_a_team_write_given_up_on_a_slow_link_never_commits_later(team: Team) ->
             assert again["id"].startswith("t:") and team_rows(team.url, "sent over a slow link") == 1
     finally:
         proxy.close()
+
+
+def test_two_federated_daemons_updating_one_team_memory_lose_nothing(team: Team) -> None:
+    """Compare-and-swap across two people's daemons on one team memory: every acknowledged update counts."""
+    rounds = 15
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        memory = ana.ok("memory", "add", "--space", "team/counter", "--content", "counter 0")["id"]
+        ben.ok("memory", "get", "--id", memory)  # both daemons run now
+        failures: list[BaseException] = []
+
+        def bump(client: DaemonClient) -> None:
+            done = 0
+            try:
+                while done < rounds:
+                    got = client.call("memory.get", id=memory)
+                    value = int(got["content"].split()[-1])
+                    try:
+                        client.call(
+                            "memory.update", id=memory, revision=got["revision"], content=f"counter {value + 1}"
+                        )
+                        done += 1
+                    except Exception as exc:
+                        if getattr(exc, "code", "") != "conflict.memory_revision":
+                            raise
+            except BaseException as exc:
+                failures.append(exc)
+            finally:
+                client.close()
+
+        clients = []
+        for h in (ana, ben):  # one at a time: each home's environment is the process's while its client is made
+            with h.environment():
+                clients.append(h.client(start=False).connect())
+        threads = [threading.Thread(target=bump, args=(c,)) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert failures == []
+        final = ben.ok("memory", "get", "--id", memory)
+        assert final["content"] == f"counter {2 * rounds}" and final["revision"] == 2 * rounds + 1
