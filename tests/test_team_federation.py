@@ -244,6 +244,8 @@ class Proxy:
         self.target = target
         self.dropping = False
         self.delay = 0.0  # seconds each chunk waits before it is forwarded (a slow link)
+        self.cut_after_commit = False  # once a COMMIT passes to the server, no answer comes back
+        self.cut = False
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.closed = threading.Event()
@@ -263,15 +265,17 @@ class Proxy:
             except OSError:
                 continue
             self.sockets.append(upstream)
-            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, to_server: bool) -> None:
         try:
             while data := source.recv(65536):
                 if self.delay:
                     time.sleep(self.delay)
-                if not self.dropping:
+                if to_server and self.cut_after_commit and b"COMMIT" in data:
+                    self.cut = True
+                if not self.dropping and not (self.cut and not to_server):
                     sink.sendall(data)
         except OSError:
             pass
@@ -427,3 +431,26 @@ def test_two_federated_daemons_updating_one_team_memory_lose_nothing(team: Team)
         assert failures == []
         final = ben.ok("memory", "get", "--id", memory)
         assert final["content"] == f"counter {2 * rounds}" and final["revision"] == 2 * rounds + 1
+
+
+def test_a_team_write_whose_commit_answer_is_lost_says_its_outcome_is_unknown(team: Team) -> None:
+    """The one case nobody on this side can know: the COMMIT reached the server, its answer never came back."""
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            assert ana.ok("memory", "add", "--space", "team/infra", "--content", "a first team memory")["id"]
+            proxy.cut_after_commit = True
+            took, result = timed(ana, "memory", "add", "--space", "team/infra", "--content", "committed unheard")
+            assert result.code == 6 and result.json["error"]["code"] == "unavailable.team_store", result
+            assert (
+                result.json["error"]["data"]["outcome"] == "unknown"
+                and "may or may not" in result.json["error"]["message"]
+            )
+            assert team_rows(team.url, "committed unheard") == 1  # here it was written: the error did not guess
+            print(f"commit answer lost: given up after {took * 1000:.0f} ms")
+            proxy.cut_after_commit = proxy.cut = False
+            found = ana.ok("memory", "search", "--query", "committed unheard")
+            assert [h["store"] for h in found["results"]] == ["team"]  # reading it back, as the error's fix says
+    finally:
+        proxy.close()
