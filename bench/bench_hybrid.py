@@ -43,6 +43,7 @@ from hivemem.search import recall as recall_mod
 from hivemem.search.query import search
 from hivemem.search.vector import Runtime
 from hivemem.store import open_store
+from hivemem.store.base import NewMemory
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import vectors
@@ -217,7 +218,7 @@ def load(name: str, root: Path, cached: Cached, base: str,
     by_memory: dict[int, list[str]] = defaultdict(list)
     me = owner()
     for doc in docs:
-        p = {"space": space_name(doc["conversation"]), "content": doc["text"], "kind": "note", "title": "", "tags": []}
+        p = NewMemory(space_name(doc["conversation"]), doc["text"], kind="note", title="", tags=[])
         result = add(store.conn, store.limits, me, p, None)
         by_memory[int(result["id"][1:])].append(doc["id"])
     t = time.perf_counter()
@@ -240,8 +241,8 @@ def evaluate(store: Any, runtime: Runtime, by_memory: dict[int, list[str]], quer
     for q in queries:
         flt = Filter(readable=everything, spaces=(space_name(q["conversation"]),))
         t = time.perf_counter()
-        store.embeddings, store.limits = (runtime if mode != "fts" else None), limits
-        hits = search(store, q["query"], flt, 10, mode)
+        store.limits = limits
+        hits = search(store, runtime if mode != "fts" else None, q["query"], flt, 10, mode)
         latencies.append(time.perf_counter() - t)
         ranked = [by_memory[int(h["id"][1:])] for h in hits["results"]]
         ranks.append(first_gold_rank(ranked, set(q["gold_ids"])))
@@ -265,21 +266,19 @@ def recall_rows(name: str, store: Any, runtime: Runtime, by_memory: dict[int, li
             store.limits = Limits(recall_min_similarity=floor, vector_weight=DEFAULT[0],
                                   search_min_similarity=DEFAULT[1])  # fmt: skip
             any_hit = vector_only = trials = 0
+            on = runtime if embedded else None
             for space in spaces:
                 flt = Filter(readable=Readable(everything=True), spaces=(space,))
                 for prompt in UNRELATED:
                     trials += 1
-                    store.embeddings = None
-                    words, _ = recall_mod.matching(store, prompt, flt, limits.recall_prompt_limit, window)
-                    store.embeddings = runtime if embedded else None
-                    both, _ = recall_mod.matching(store, prompt, flt, limits.recall_prompt_limit, window)
+                    words, _ = recall_mod.matching(store, None, prompt, flt, limits.recall_prompt_limit, window)
+                    both, _ = recall_mod.matching(store, on, prompt, flt, limits.recall_prompt_limit, window)
                     any_hit += bool(both)
                     vector_only += bool({m["id"] for m in both} - {m["id"] for m in words})
             found = 0
             for q in queries:
                 flt = Filter(readable=Readable(everything=True), spaces=(space_name(q["conversation"]),))
-                store.embeddings = runtime if embedded else None
-                got, _ = recall_mod.matching(store, q["query"], flt, limits.recall_prompt_limit, window)
+                got, _ = recall_mod.matching(store, on, q["query"], flt, limits.recall_prompt_limit, window)
                 gold = set(q["gold_ids"])
                 found += any(gold & set(by_memory[int(m["id"][1:])]) for m in got)
             label = f"on, floor {floor:g}" if embedded else "off"

@@ -53,6 +53,7 @@ from hivemem.embeddings import Settings, cut_text
 from hivemem.search import hygiene as hg
 from hivemem.search.vector import Runtime
 from hivemem.store import open_store
+from hivemem.store.base import NewMemory
 from hivemem.store.sqlite import vectors
 
 FILLERS = ("really", "also", "recently", "still", "actually")
@@ -181,8 +182,8 @@ def run_report(
     with store.transaction():
         for n, (_, first, second) in enumerate(pairs):
             space = f"pairs/p{n:04d}"
-            a = store.memories.add(who, {"space": space, "content": first, "kind": "fact"}, None)["id"]
-            b = store.memories.add(who, {"space": space, "content": second, "kind": "fact"}, None)["id"]
+            a = store.memories.add(who, NewMemory(space, first, kind="fact"), None)["id"]
+            b = store.memories.add(who, NewMemory(space, second, kind="fact"), None)["id"]
             ids[space] = (int(a[1:]), int(b[1:]))
     cosines: dict[str, float] = {}
     if cached is not None:
@@ -297,10 +298,8 @@ def fill(home: bl.Home, n: int, width: int) -> None:
                 else:
                     space, content = f"bench/s{i % 20:02d}", gen.text(rng.randint(80, 400))
                     made.append((space, content))
-                p: dict[str, Any] = {"space": space, "content": content, "kind": "fact"}
-                if rng.random() < 0.01:
-                    p["review_after"] = "2020-01-01T00:00:00Z"
-                store.memories.add(who, p, None)
+                due = "2020-01-01T00:00:00Z" if rng.random() < 0.01 else None
+                store.memories.add(who, NewMemory(space, content, kind="fact", review_after=due), None)
     if width:
         from hivemem.embeddings.local import E5
 

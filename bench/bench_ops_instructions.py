@@ -56,6 +56,7 @@ store.close()
 def instructions(verb: str, backend: str, count: int, prefill: int, pythonpath: str, server: str) -> int:
     """callgrind's instruction total for one process that prefilled a fresh store and ran `count` verbs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HIVEMEM_", "XDG_"))}
+    env["PYTHONHASHSEED"] = "0"  # the same dict and set orders in every run
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     else:

@@ -48,6 +48,7 @@ from hivemem.search import recall as recall_mod
 from hivemem.search.terms import CJK_RUN, floor_terms
 from hivemem.search.vector import Runtime
 from hivemem.store import open_store
+from hivemem.store.base import NewMemory
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import vectors
@@ -84,9 +85,8 @@ class Embedder:
 
 
 def recall(store: Any, runtime: Runtime | None, floor: float, prompt: str, flt: Filter, rule: str) -> list[int]:
-    store.embeddings = runtime
     store.limits = Limits(recall_min_similarity=floor) if runtime is not None else Limits()
-    got, _ = recall_mod.matching(store, prompt, flt, LIMIT, rule)
+    got, _ = recall_mod.matching(store, runtime, prompt, flt, LIMIT, rule)
     return [int(m["id"][1:]) for m in got]
 
 
@@ -111,8 +111,8 @@ def repository(base: str, embedders: list[Embedder | None], verbose: bool) -> li
     me = owner()
     ids: dict[str, int] = {}
     for memory in data["memories"]:
-        p = {"space": SPACE, "content": memory["content"], "kind": memory["kind"], "title": memory.get("title", ""),
-             "tags": memory["tags"]}  # fmt: skip
+        p = NewMemory(SPACE, memory["content"], kind=memory["kind"], title=memory.get("title", ""),
+                      tags=memory["tags"])  # fmt: skip
         ids[memory["key"]] = int(add(store.conn, store.limits, me, p, None)["id"][1:])
     flt = Filter(readable=Readable(everything=True), spaces=(SPACE, "user"), hide_states=HIDDEN_STATES)
     questions, unrelated = data["questions"], data["unrelated"]
@@ -148,7 +148,7 @@ def locomo(base: str, root: Path, name: str, embedders: list[Embedder | None], o
     me = owner()
     by_memory: dict[int, str] = {}
     for doc in docs:
-        p = {"space": space_name(doc["conversation"]), "content": doc["text"], "kind": "note", "title": "", "tags": []}
+        p = NewMemory(space_name(doc["conversation"]), doc["text"], kind="note", title="", tags=[])
         by_memory[int(add(store.conn, store.limits, me, p, None)["id"][1:])] = doc["id"]
     spaces = list(dict.fromkeys(space_name(d["conversation"]) for d in docs))
     everyone = Readable(everything=True)

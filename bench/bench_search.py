@@ -48,7 +48,7 @@ def local_runner(store: Any, spaces: list[str] | None) -> Callable[[str], int]:
     flt = Filter(readable=owner().scope("read"), spaces=tuple(spaces) if spaces else None)
 
     def run(query: str) -> int:
-        return len(inprocess_search(store, query, flt, 10, "auto")["results"])
+        return len(inprocess_search(store, store.embeddings, query, flt, 10, "auto")["results"])
 
     return run
 

@@ -78,7 +78,7 @@ def tenfold() -> secrets.Engine:
     from hivemem import gitleaks
 
     rules = gitleaks.Rules()
-    copies = [gitleaks.Rule(dict(r.raw, id=f"{r.id}-copy{n}", keywords=[f"{k}{n}zq" for k in r.keywords]),
+    copies = [gitleaks.Rule({**r.raw, "id": f"{r.id}-copy{n}", "keywords": [f"{k}{n}zq" for k in r.keywords]},
                             r.allowlists) for n in range(9) for r in rules.rules]  # fmt: skip
     rules.rules = rules.rules + tuple(copies)
     rules.index()

@@ -80,7 +80,7 @@ def measure(n: int) -> list[tuple[Any, ...]]:
         fill(home, n)
         store = open_store(home.paths.store)
         runtime = Runtime(RandomQueries("random-384"), 2000, "fake")
-        store.embeddings, store.limits = runtime, DEFAULTS
+        store.limits = DEFAULTS
         everything = Readable(everything=True)
         spaces = sorted(r[0] for r in store.conn.execute("SELECT DISTINCT space FROM memories"))
         one = Filter(readable=everything, spaces=(spaces[0],))
@@ -103,12 +103,16 @@ def measure(n: int) -> list[tuple[Any, ...]]:
             )
             it = iter(words * 2)
             rows.append(
-                (n, f"search fts, {label}", timed(lambda flt=flt, it=it: search(store, next(it), flt, 10, "fts")))
+                (
+                    n,
+                    f"search fts, {label}",
+                    timed(lambda flt=flt, it=it: search(store, runtime, next(it), flt, 10, "fts")),
+                )
             )
             it = iter(words * 2)
             rows.append(
                 (n, f"search hybrid, {label}",
-                 timed(lambda flt=flt, it=it: search(store, next(it), flt, 10, "auto")))
+                 timed(lambda flt=flt, it=it: search(store, runtime, next(it), flt, 10, "auto")))
             )  # fmt: skip
         store.close()
         out = [(size, label, bl.ms(bl.median(lat)), bl.ms(bl.pct(lat, 99))) for size, label, lat in rows]

@@ -7,12 +7,16 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
+from typing import TYPE_CHECKING
 
 import pytest
 
 from conftest import Home, fails
 from hivemem.config import SETTINGS
 from hivemem.errors import HivememError
+
+if TYPE_CHECKING:
+    from hivemem.config import Value
 
 
 def config_bytes(home: Home) -> bytes | None:
@@ -219,3 +223,36 @@ def test_store_url_takes_libpqs_key_value_form(home: Home) -> None:
     value = "host=db.example.com port=5433 dbname=hivemem sslmode=verify-full"
     assert home.ok("config", "set", "--key", "store.url", "--value", value)["value"] == value
     assert home.ok("config", "get", "--key", "store.url")["value"] == value
+
+
+def test_the_typed_key_groups_hold_every_setting_by_its_defaults_type() -> None:
+    import ast
+    import pathlib
+
+    import hivemem.config as config_mod
+
+    tree = ast.parse(pathlib.Path(config_mod.__file__).read_text(encoding="utf-8"))
+    groups = {
+        node.targets[0].id: {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id.endswith("Key")
+    }
+    by_type = {"StrKey": str, "IntKey": int, "FloatKey": float}
+    assert set(groups) == set(by_type)
+    for group, keys in groups.items():
+        assert keys == {s.key for s in SETTINGS if type(s.default) is by_type[group]}, group
+
+
+def test_embedding_settings_read_every_embeddings_key() -> None:
+    import dataclasses
+
+    from hivemem.config import Config
+    from hivemem.daemon.main import embedding_settings
+
+    values: dict[str, Value] = {
+        "embeddings.provider": "http", "embeddings.base_url": "https://e.example", "embeddings.model": "m",
+        "embeddings.dimensions": 3, "embeddings.api_key": "k", "embeddings.max_input_bytes": 300,
+        "embeddings.query_timeout_ms": 11, "embeddings.batch_timeout_ms": 101,
+    }  # fmt: skip
+    settings = embedding_settings(Config(dict(values)))
+    assert {f"embeddings.{k}": v for k, v in dataclasses.asdict(settings).items()} == values

@@ -19,6 +19,7 @@ from hivemem.auth import owner as owner_principal
 from hivemem.client import DaemonClient
 from hivemem.search.hygiene import KINDS
 from hivemem.store import open_store
+from hivemem.store.base import NewMemory
 
 SPACE = "project/app"
 AWS = "AKIA" + "IOSFODNN7EXAMPLF"  # split so that no scanner flags this file
@@ -49,7 +50,7 @@ def direct(home: Home, items: list[tuple[str, str]]) -> list[str]:
         ids = []
         with store.transaction():
             for space, content in items:
-                ids.append(store.memories.add(who, {"space": space, "content": content}, None)["id"])
+                ids.append(store.memories.add(who, NewMemory(space, content), None)["id"])
         return ids
     finally:
         store.close()

@@ -21,7 +21,7 @@ STRICT = extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHE
     "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)))  # fmt: skip
 
 
-def problems(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
+def problems(value: Any, schema: schemas.Schema, where: str = "") -> list[str]:
     """Where `value` breaks `schema`, a valid JSON Schema; [] when it conforms."""
     Draft202012Validator.check_schema(schema)
     return [f"{where}/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in STRICT(schema).iter_errors(value)]

@@ -24,6 +24,7 @@ from hivemem.auth import owner as owner_principal
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError
 from hivemem.store import open_store
+from hivemem.store.base import NewMemory
 from hivemem.store.sqlite import memories
 from secret_corpus import ATTACKER, PLACEMENTS, SHAPES, Gen, benign, placed, shapes
 from test_docs_run import sh_blocks
@@ -186,7 +187,7 @@ def stored_secret(home: Home) -> tuple[str, str]:
     secret = SHAPES["google-api-key"](Gen(29))
     store = open_store(home.paths.store)
     try:
-        p = {"space": "user", "kind": "lesson", "content": f"deploys use {secret} for maps"}
+        p = NewMemory("user", f"deploys use {secret} for maps", kind="lesson")
         made = memories.add(store.conn, store.limits, owner_principal(), p, None)
     finally:
         store.close()

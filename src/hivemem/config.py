@@ -10,7 +10,22 @@ from hivemem.errors import InvalidParams
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Literal, NoReturn, overload
+
+    # A setting's value: its default's type (a scalar, the review periods' table, a list of spaces or of grants).
+    Value = str | int | float | bool | dict[str, int] | list[str] | list[dict[str, str]]
+    # The keys by the type of their value, so that `config[key]` has the type of its setting (a test holds these
+    # to the declared defaults).
+    StrKey = Literal["store.path", "store.url", "daemon.startup", "mcp.tools", "embeddings.provider",
+                     "embeddings.base_url", "embeddings.model", "embeddings.api_key", "team.url"]  # fmt: skip
+    IntKey = Literal["daemon.startup_timeout_ms", "daemon.idle_timeout_ms", "memory.max_content_bytes",
+                     "memory.max_versions", "memory.tombstone_days", "import.max_bytes", "backups.keep",
+                     "recall.prompt_limit", "recall.session_limit", "recall.max_record_chars",
+                     "recall.max_total_chars", "embeddings.dimensions", "embeddings.max_input_bytes",
+                     "embeddings.query_timeout_ms", "embeddings.batch_timeout_ms",
+                     "embeddings.warn_vectors", "team.timeout_ms"]  # fmt: skip
+    FloatKey = Literal["recall.min_similarity", "search.min_similarity", "search.vector_weight"]
 
 
 class Setting:
@@ -18,7 +33,7 @@ class Setting:
 
     __slots__ = ("choices", "default", "help", "key", "maximum", "minimum")
 
-    def __init__(self, key: str, default: Any, help_: str, minimum: float | None = None,
+    def __init__(self, key: str, default: Value, help_: str, minimum: float | None = None,
                  maximum: float | None = None, *, choices: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.key, self.default, self.help = key, default, help_
         self.minimum, self.maximum, self.choices = minimum, maximum, choices
@@ -84,19 +99,36 @@ TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: 
 class Config:
     """Validated settings, read with `config["section.key"]`."""
 
-    def __init__(self, values: dict[str, Any] | None = None, path: str = "") -> None:
+    def __init__(self, values: dict[str, Value] | None = None, path: str = "") -> None:
         # Each instance gets its own copy of list and table defaults: a caller that changes one
         # must change neither the declared default nor another Config.
-        self.values = {s.key: _fresh(s.default) for s in SETTINGS}
+        self.values: dict[str, object] = {s.key: _fresh(s.default) for s in SETTINGS}
         self.values.update(values or {})
         self.explicit = frozenset(values or {})  # the keys the file sets, as opposed to defaults
         self.path = path
 
-    def __getitem__(self, key: str) -> Any:
+    if TYPE_CHECKING:
+
+        @overload
+        def __getitem__(self, key: StrKey) -> str: ...
+        @overload
+        def __getitem__(self, key: IntKey) -> int: ...
+        @overload
+        def __getitem__(self, key: FloatKey) -> float: ...
+        @overload
+        def __getitem__(self, key: Literal["recall.hygiene_hint"]) -> bool: ...
+        @overload
+        def __getitem__(self, key: Literal["governance.review_days"]) -> dict[str, int]: ...
+        @overload
+        def __getitem__(self, key: Literal["recall.team_spaces", "team.spaces"]) -> list[str]: ...
+        @overload
+        def __getitem__(self, key: Literal["grants.unknown"]) -> list[dict[str, str]]: ...
+
+    def __getitem__(self, key: str) -> object:
         return self.values[key]
 
 
-def _fresh(value: Any) -> Any:
+def _fresh(value: object) -> object:
     """A copy of a setting's value (strings, numbers, booleans, lists and tables); `copy` costs the warm path."""
     if isinstance(value, list):
         return [_fresh(v) for v in value]
@@ -128,9 +160,9 @@ def load(path: str | None = None) -> Config:
     return Config(validate_document(doc), path=path)
 
 
-def validate_document(doc: dict[str, Any]) -> dict[str, Any]:
+def validate_document(doc: dict[str, object]) -> dict[str, Value]:
     """Flatten `[section] key = value` into checked `section.key` values."""
-    values: dict[str, Any] = {}
+    values: dict[str, Value] = {}
     for section, table in doc.items():
         if not isinstance(table, dict):
             _bad(section, "must be a table")
@@ -140,7 +172,7 @@ def validate_document(doc: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def validate_value(key: str, value: Any) -> Any:
+def validate_value(key: str, value: object) -> Value:
     """Check one value against its setting; raise invalid_params.config naming the key."""
     setting = BY_KEY.get(key)
     if setting is None:
@@ -148,21 +180,22 @@ def validate_value(key: str, value: Any) -> Any:
     special = _SPECIAL.get(key)
     if special is not None:
         return special(key, value)
-    assert setting is not None
     return _check_scalar(setting, value)
 
 
-def _check_scalar(setting: Setting, value: Any) -> Any:
+def _check_scalar(setting: Setting, value: object) -> str | int | float:
     default = setting.default
     kind = TYPE_NAMES.get(type(default), "a value")
     if (isinstance(default, bool) or type(value) is bool) and type(value) is not type(default):
         _bad(setting.key, f"must be {kind}")
     if isinstance(default, float) and isinstance(value, int):
         value = float(value)
-    if type(value) is not type(default):
+    if type(value) is not type(default) or not isinstance(value, str | int | float):
         _bad(setting.key, f"must be {kind}")
-    if setting.choices and value not in setting.choices:
-        _bad(setting.key, f"must be one of {', '.join(setting.choices)}")
+    if isinstance(value, str):  # only a string setting has choices, and only a number bounds
+        if setting.choices and value not in setting.choices:
+            _bad(setting.key, f"must be one of {', '.join(setting.choices)}")
+        return value
     if setting.minimum is not None and value < setting.minimum:
         _bad(setting.key, f"must be at least {setting.minimum}")
     if setting.maximum is not None and value > setting.maximum:
@@ -170,13 +203,13 @@ def _check_scalar(setting: Setting, value: Any) -> Any:
     return value
 
 
-def _check_store_path(key: str, value: Any) -> str:
+def _check_store_path(key: str, value: object) -> str:
     if not isinstance(value, str) or (value and not os.path.isabs(value)):
         _bad(key, "must be an absolute path or empty")
     return str(value)
 
 
-def _check_review_days(key: str, value: Any) -> dict[str, int]:
+def _check_review_days(key: str, value: object) -> dict[str, int]:
     if not isinstance(value, dict):
         _bad(key, "must be a table of kind = days")
     for kind, days in value.items():
@@ -185,13 +218,13 @@ def _check_review_days(key: str, value: Any) -> dict[str, int]:
     return dict(value)
 
 
-def _check_spaces(key: str, value: Any) -> list[str]:
+def _check_spaces(key: str, value: object) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(s, str) and SPACE_RE.match(s) for s in value):
         _bad(key, "must be a list of space names")
     return list(value)
 
 
-def _check_team_spaces(key: str, value: Any) -> list[str]:
+def _check_team_spaces(key: str, value: object) -> list[str]:
     """Space names or `prefix/*` patterns; never `user` or `project/...`, which stay personal (docs/team.md)."""
     if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
         _bad(key, "must be a list of space names or prefix/* patterns")
@@ -204,7 +237,7 @@ def _check_team_spaces(key: str, value: Any) -> list[str]:
     return list(value)
 
 
-def _check_grants(key: str, value: Any) -> list[dict[str, str]]:
+def _check_grants(key: str, value: object) -> list[dict[str, str]]:
     if not isinstance(value, list):
         _bad(key, "must be a list of {right, scope} tables")
     for grant in value:
@@ -251,13 +284,13 @@ def check_embeddings_url(url: str, key: str = "embeddings.base_url") -> str:
     return url
 
 
-def _check_base_url(key: str, value: Any) -> str:
+def _check_base_url(key: str, value: object) -> str:
     if not isinstance(value, str):
         _bad(key, "must be a string")
     return check_embeddings_url(value, key) if value else ""
 
 
-def _check_store_url(key: str, value: Any) -> str:
+def _check_store_url(key: str, value: object) -> str:
     if not isinstance(value, str):
         _bad(key, "must be a string")
     if value and not (value.startswith(("postgresql://", "postgres://")) or _CONNINFO.match(value)):
@@ -274,11 +307,11 @@ def libpq_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("PG")}
 
 
-def _bad(key: str, why: str) -> Any:
+def _bad(key: str, why: str) -> NoReturn:
     raise InvalidParams("config", f"config key {key}: {why}", key=key)
 
 
-_SPECIAL = {
+_SPECIAL: dict[str, Callable[[str, object], Value]] = {
     "store.path": _check_store_path,
     "store.url": _check_store_url,
     "governance.review_days": _check_review_days,
@@ -290,7 +323,7 @@ _SPECIAL = {
 }
 
 
-def read_document(path: str) -> dict[str, Any]:
+def read_document(path: str) -> dict[str, object]:
     """The raw TOML document at `path` ({} when absent)."""
     try:
         with open(path, "rb") as f:
@@ -305,7 +338,7 @@ def read_document(path: str) -> dict[str, Any]:
         raise InvalidParams("config", f"{path}: not valid TOML: {exc}", key="", path=path) from None
 
 
-def parse_value(key: str, text: str) -> Any:
+def parse_value(key: str, text: str) -> Value:
     """A command-line value: TOML syntax (`1000`, `true`, `["a"]`), else a plain string."""
     import tomllib
 
@@ -316,13 +349,15 @@ def parse_value(key: str, text: str) -> Any:
     return validate_value(key, value)
 
 
-def set_value(path: str, key: str, text: str) -> Any:
+def set_value(path: str, key: str, text: str) -> Value:
     """Validate `key = text`, write the whole file 0600 atomically; returns the stored value."""
     value = parse_value(key, text)
     doc = read_document(path)
     validate_document(doc)
     section, _, name = key.partition(".")
-    doc.setdefault(section, {})[name] = value
+    table = doc.setdefault(section, {})
+    assert isinstance(table, dict)  # validate_document refused a section that is not a table
+    table[name] = value
     validate_document(doc)
     from hivemem import paths
 
@@ -332,7 +367,7 @@ def set_value(path: str, key: str, text: str) -> Any:
     return value
 
 
-def dump(doc: dict[str, Any], key: str = "") -> bytes:
+def dump(doc: dict[str, object], key: str = "") -> bytes:
     """The document as TOML (UTF-8), written by tomli-w and read back before it is used: bytes that would not
     read back as the same document (a lone surrogate, say) are refused, so no written config breaks every
     command after it (docs/decisions.md D244)."""
@@ -351,6 +386,6 @@ def dump(doc: dict[str, Any], key: str = "") -> bytes:
     return data
 
 
-def effective(config: Config) -> dict[str, Any]:
+def effective(config: Config) -> dict[str, object]:
     """Every setting with its value in force."""
-    return {s.key: config[s.key] for s in SETTINGS}
+    return {s.key: config.values[s.key] for s in SETTINGS}

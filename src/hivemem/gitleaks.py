@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
-from typing import Any
+from typing import NotRequired, TypedDict
 
 RULES_FILE = "gitleaks_rules.json"
 # Literals (lowercase) that every match of a rule holds besides its keyword, for rules whose keyword is an everyday
@@ -43,6 +43,34 @@ FLAGS = re.ASCII  # RE2's \w, \d, \s and \b are ASCII
 CROSSES_LINES = re.compile(r"(?<!\\)\\[nr]|\(\?[a-z]*s|\\s\\S|\\S\\s")
 
 
+class RawRegex(TypedDict):
+    regex: str
+    re2: NotRequired[str]  # gitleaks' RE2 spelling, where Python's differs
+
+
+class RawAllowlist(TypedDict, total=False):
+    """An allowlist of gitleaks_rules.json, as written."""
+
+    regexes: list[RawRegex]
+    stopwords: list[str]
+    target: str  # "match" or "line"; the secret when absent
+    paths: bool  # it names paths, which a memory does not have
+    condition: str  # "AND": every kind it names must match; else any
+
+
+class RawRule(TypedDict):
+    """A rule of gitleaks_rules.json, as written."""
+
+    id: str
+    regex: str
+    re2: NotRequired[str]
+    keywords: NotRequired[list[str]]
+    entropy: NotRequired[float]
+    secret_group: NotRequired[int]
+    path: NotRequired[str]
+    allowlists: NotRequired[list[RawAllowlist]]
+
+
 def shannon(value: str) -> float:
     """Bits per character over the characters the value holds (gitleaks' `shannonEntropy`)."""
     n = len(value)
@@ -53,7 +81,7 @@ def shannon(value: str) -> float:
 class Allowlist:
     """One allowlist: a finding it matches is not reported."""
 
-    raw: dict[str, Any]
+    raw: RawAllowlist
 
     @cached_property
     def regexes(self) -> tuple[re.Pattern[str], ...]:
@@ -84,7 +112,7 @@ class Allowlist:
 class Rule:
     """One gitleaks rule."""
 
-    raw: dict[str, Any]
+    raw: RawRule
     allowlists: tuple[Allowlist, ...] = field(default=())
 
     @property

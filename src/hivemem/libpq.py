@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from hivemem.config import is_loopback
 from hivemem.errors import Unsupported
@@ -83,7 +82,7 @@ def _defaults() -> dict[str, tuple[str, str]]:
     """For each setting doctor reads: the environment variable libpq takes it from, and its compiled default."""
     from psycopg.pq import Conninfo
 
-    options: Any = Conninfo.get_defaults()
+    options = Conninfo.get_defaults()
     return {o.keyword.decode(): ((o.envvar or b"").decode(), (o.compiled or b"").decode()) for o in options
             if o.keyword.decode() in LAYERED}  # fmt: skip
 

@@ -5,10 +5,6 @@ from __future__ import annotations
 from hivemem import records
 from hivemem.auth import KINDS
 
-TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
-if TYPE_CHECKING:
-    from typing import Any
-
 CONFIDENCE_STATES = ("observed", "inferred", "user_confirmed", "needs_review", "deprecated")
 STATUSES = ("active", "draft", "archived")
 MODES = ("auto", "fts", "vector")
@@ -23,6 +19,9 @@ MCP_DEFAULT: tuple[str, ...] = (
 SECRET_SENTENCE = "Text holding a credential (API key, token, private key, password, session cookie) is refused."
 
 
+Default = str | int | float | bool | None  # a param's default: a value of its wire type
+
+
 class Param:
     """One verb parameter: its wire type (string, integer, number, boolean, array, object), bounds and help.
 
@@ -35,7 +34,7 @@ class Param:
     __slots__ = ("by_client", "choices", "client_default", "default", "format", "help", "items", "max_bytes",
                  "maximum", "minimum", "name", "reads", "required", "scanned", "type", "writes")  # fmt: skip
 
-    def __init__(self, name: str, type_: str, help_: str, *, required: bool = False, default: Any = None,
+    def __init__(self, name: str, type_: str, help_: str, *, required: bool = False, default: Default = None,
                  choices: tuple[str, ...] = (), minimum: float | None = None, maximum: float | None = None,
                  max_bytes: int | None = None, format: str = "", items: str = "", writes: bool = False,
                  reads: bool = False, client_default: str = "", scanned: bool = False,

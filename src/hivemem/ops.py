@@ -48,6 +48,7 @@ from hivemem.records import (
     Reloaded,
     Repair,
     Restored,
+    SearchResult,
     Session,
     SessionEnded,
     SessionPage,
@@ -63,7 +64,7 @@ from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
 from hivemem.store import files, transfer_scan
 from hivemem.store import transfer_check as documents
-from hivemem.store.base import Keep, Store, Visible
+from hivemem.store.base import Keep, MemoryChange, NewMemory, NewSession, SessionQuery, Store, Visible
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 
@@ -268,10 +269,26 @@ def add(ctx: Context, principal: Principal, p: Params) -> Written | Added:
     session = None
     if p.get("session"):
         session = ctx.store.sessions.find(p["session"], readable_sessions(principal))[0]
-    out = ctx.store.memories.add(principal, p, session)
+    out = ctx.store.memories.add(principal, new_memory(p), session)
     if not out["changed"] and not principal.can("read", p["space"], int(out["id"][1:])):
         return {"changed": False}  # an unreadable memory's id, revision and status are not the writer's to learn
     return out
+
+
+def new_memory(p: Params) -> NewMemory:
+    """The memory that memory.add or memory.capture hands the store, from its validated params."""
+    return NewMemory(p["space"], p["content"], kind=p.get("kind"), title=p.get("title"), tags=p.get("tags") or (),
+                     source=p.get("source"), provenance=p.get("provenance"), confidence=p.get("confidence"),
+                     confidence_state=p.get("confidence_state"), review_after=p.get("review_after"),
+                     expires_at=p.get("expires_at"))  # fmt: skip
+
+
+def memory_change(p: Params) -> MemoryChange:
+    """The change that memory.update or memory.confirm hands the store: the members its params give."""
+    return MemoryChange(content=p.get("content"), kind=p.get("kind"), title=p.get("title"), tags=p.get("tags"),
+                        source=p.get("source"), provenance=p.get("provenance"), confidence=p.get("confidence"),
+                        confidence_state=p.get("confidence_state"), review_after=p.get("review_after"),
+                        expires_at=p.get("expires_at"))  # fmt: skip
 
 
 def get(ctx: Context, principal: Principal, p: Params) -> MemoryRead:
@@ -294,7 +311,7 @@ def _can_read_live(store: Store, principal: Principal, relation: Relation) -> bo
 def update(ctx: Context, principal: Principal, p: Params) -> Written:
     memory = _memory(ctx.store, principal, p["id"], "write")
     _person_only(principal, p)
-    return ctx.store.memories.update(principal, memory, p)
+    return ctx.store.memories.update(principal, memory, p["revision"], memory_change(p))
 
 
 def delete(ctx: Context, principal: Principal, p: Params) -> Deleted:
@@ -348,18 +365,15 @@ def list_(ctx: Context, principal: Principal, p: Params) -> MemoryPage:
     return page
 
 
-def search(ctx: Context, principal: Principal, p: Params) -> dict[str, Any]:
-    """Ranked hits, one page of them: `after` is the `next` of the page before (hivemem/cursors.py).
-
-    A SearchResult, left as built by search/query.py: its hits also go to `events.recalled`, which the store
-    interface takes as plain dicts (docs/decisions.md D370)."""
+def search(ctx: Context, principal: Principal, p: Params) -> SearchResult:
+    """Ranked hits, one page of them: `after` is the `next` of the page before (hivemem/cursors.py)."""
     search_key = cursors.key(principal.id, p)
     shown, last = 0, None
     if p.get("after"):  # every page uses the first page's window (hivemem/cursors.py)
         cursor = cursors.decode(p["after"], search_key)
         shown, last, p = cursor.shown, int(cursor.last[1:]), {**p, "since": cursor.since, "until": cursor.until}
     flt = _filter(ctx.store, principal, p, **_window(p))
-    result = run_search(ctx.store, p["query"], flt, p["limit"], p["mode"], shown, last)
+    result = run_search(ctx.store, ctx.embeddings, p["query"], flt, p["limit"], p["mode"], shown, last)
     more = result.pop("more", None)
     if more is not None:
         result["next"] = cursors.encode(search_key, cursors.Cursor(more[0], more[1], flt.since, flt.until))
@@ -378,7 +392,8 @@ def recall(ctx: Context, principal: Principal, p: Params) -> Recall:
     if not p["fixed_path"]:
         _readable_spaces(principal, p["spaces"])
     path = [space for space in p["spaces"] if principal.can("read", space)]
-    return run_recall(ctx.store, principal.scope("read"), path, p.get("query"), p.get("limit"), ctx.limits)
+    readable = principal.scope("read")
+    return run_recall(ctx.store, ctx.embeddings, readable, path, p.get("query"), p.get("limit"), ctx.limits)
 
 
 def forget(ctx: Context, principal: Principal, p: Params) -> Forget:
@@ -413,7 +428,7 @@ def capture(ctx: Context, principal: Principal, p: Params) -> Captured:
     _write_space(principal, p["space"])
     session = ctx.store.sessions.find(p["session"], readable_sessions(principal))[0] if p.get("session") else None
     flt = Filter(readable=principal.scope("read"), spaces=(p["space"],))
-    out = ctx.store.governance.capture(principal, p, session, flt)
+    out = ctx.store.governance.capture(principal, new_memory(p), session, flt)
     duplicate = out.get("duplicate_of")
     if duplicate is not None and not principal.can("read", p["space"], int(duplicate[1:])):
         return {"changed": False, "related": [], "exhaustive": True}  # nothing about an unreadable memory
@@ -422,7 +437,7 @@ def capture(ctx: Context, principal: Principal, p: Params) -> Captured:
 
 def confirm(ctx: Context, principal: Principal, p: Params) -> Written:
     memory = _memory(ctx.store, principal, p["id"], "write")
-    return ctx.store.governance.confirm(principal, memory, p)
+    return ctx.store.governance.confirm(principal, memory, p["revision"], memory_change(p))
 
 
 def review(ctx: Context, principal: Principal, p: Params) -> MemoryPage:
@@ -461,7 +476,8 @@ def challenge(ctx: Context, principal: Principal, p: Params) -> Challenged:
         raise InvalidParams("range", "a memory cannot supersede itself", param="replacement")
     memory = _memory(ctx.store, principal, p["id"], "write")
     replacement = _memory(ctx.store, principal, p["replacement"], "read") if p.get("replacement") else None
-    return ctx.store.governance.challenge(principal, memory, p, replacement)
+    return ctx.store.governance.challenge(principal, memory, p["revision"], p["outcome"], p.get("reason"),
+                                          p["confirm"], replacement)  # fmt: skip
 
 
 def archive(ctx: Context, principal: Principal, p: Params) -> Restored:
@@ -557,7 +573,8 @@ def session_start(ctx: Context, principal: Principal, p: Params) -> SessionStart
         raise InvalidParams("relation", "relation needs a parent", param="relation")
     if p.get("parent"):
         ctx.store.sessions.find(p["parent"], readable_sessions(principal))
-    return ctx.store.sessions.start(principal, p)
+    new = NewSession(p["harness"], p.get("harness_session"), p.get("parent"), p.get("relation"), p.get("cwd"))
+    return ctx.store.sessions.start(principal, new)
 
 
 def session_end(ctx: Context, principal: Principal, p: Params) -> SessionEnded:
@@ -573,7 +590,8 @@ def session_get(ctx: Context, principal: Principal, p: Params) -> Session:
 
 def session_list(ctx: Context, principal: Principal, p: Params) -> SessionPage:
     after = _after(p)
-    return ctx.store.sessions.page(p, readable_sessions(principal), after, p["limit"])
+    query = SessionQuery(p.get("harness"), p.get("harness_session"), p.get("parent"))
+    return ctx.store.sessions.page(query, readable_sessions(principal), after, p["limit"])
 
 
 def session_chain(ctx: Context, principal: Principal, p: Params) -> Chain:

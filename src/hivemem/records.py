@@ -13,7 +13,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
-    from typing import Any, NotRequired
+    from typing import NotRequired
     from typing import TypedDict as Shape
 else:
     Shape = dict
@@ -48,7 +48,7 @@ class MemoryBase(Shape):
     tags: list[str]
     status: str
     source: NotRequired[str]
-    provenance: NotRequired[dict[str, Any]]
+    provenance: NotRequired[dict[str, object]]
     confidence_state: NotRequired[str]
     review_after: NotRequired[str]
     expires_at: NotRequired[str]
@@ -304,7 +304,7 @@ class Event(Shape):
     memory: NotRequired[str]
     session: NotRequired[str]
     revision: NotRequired[int]
-    data: dict[str, Any]
+    data: dict[str, object]
 
 
 class EventPage(Shape):
@@ -372,7 +372,7 @@ class HygieneAction(Shape):
     """The governance verb call that would fix a finding: the verb and its params (nothing runs by itself)."""
 
     verb: str
-    params: dict[str, Any]
+    params: dict[str, object]
 
 
 class HygieneFinding(Shape):

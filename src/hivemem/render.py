@@ -6,7 +6,7 @@ import json
 import re
 import secrets
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -60,7 +60,7 @@ def new_nonce() -> str:
     return secrets.token_hex(16)
 
 
-def render(memories: Iterable[dict[str, Any]], spaces: Sequence[str], bounds: Bounds, *,
+def render(memories: Iterable[Mapping[str, Any]], spaces: Sequence[str], bounds: Bounds, *,
            matched: int = 0, nonce: Callable[[], str] = new_nonce) -> Envelope:  # fmt: skip
     """The envelope for `memories` (Memory objects, best first), grouped by `spaces` order.
 
@@ -76,7 +76,7 @@ def render(memories: Iterable[dict[str, Any]], spaces: Sequence[str], bounds: Bo
     return Envelope(envelope(lines, hidden, nonce), len(lines), cut or hidden > 0)
 
 
-def renderable(memory: dict[str, Any]) -> bool:
+def renderable(memory: Mapping[str, Any]) -> bool:
     """Only live, active, not deprecated memories are ever rendered."""
     return (
         memory.get("status") == "active"
@@ -85,20 +85,20 @@ def renderable(memory: dict[str, Any]) -> bool:
     )
 
 
-def holds_secret(memory: dict[str, Any], max_chars: int) -> bool:
+def holds_secret(memory: Mapping[str, Any], max_chars: int) -> bool:
     """Whether the text a record would show holds a secret (rows stored before a rule existed): it is dropped."""
     rec = record(memory, max_chars)
     shown = [memory.get("title") or "", rec.get("source", ""), rec["content"], " ".join(rec["tags"])]
     return find_secret("\n".join(shown)) is not None
 
 
-def grouped(memories: list[dict[str, Any]], spaces: Sequence[str]) -> list[dict[str, Any]]:
+def grouped(memories: list[Mapping[str, Any]], spaces: Sequence[str]) -> list[Mapping[str, Any]]:
     """Stable grouping by the order of `spaces` (score order kept inside a group); others last."""
     order = {space: i for i, space in reversed(list(enumerate(spaces)))}
     return sorted(memories, key=lambda m: order.get(m["space"], len(spaces)))
 
 
-def record(memory: dict[str, Any], max_chars: int) -> dict[str, Any]:
+def record(memory: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
     """The record of one memory, fields in the order of docs/hooks.md, content bounded to `max_chars`."""
     out: dict[str, Any] = {key: memory[key] for key in ("id", "revision", "space", "kind")}
     if memory.get("store"):  # only with a team store mounted (docs/team.md)
@@ -165,7 +165,7 @@ def escaped(obj: dict[str, Any]) -> str:
     return line
 
 
-def record_line(memory: dict[str, Any], max_chars: int) -> tuple[str, bool]:
+def record_line(memory: Mapping[str, Any], max_chars: int) -> tuple[str, bool]:
     """(the escaped line, whether its content was cut)."""
     rec = record(memory, max_chars)
     return escaped(rec), bool(rec.get("truncated"))

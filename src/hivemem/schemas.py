@@ -3,19 +3,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from hivemem import records
+
+
+class Schema(TypedDict, total=False):
+    """The JSON Schema keywords hivemem writes: a record's shape (here) and a tool's params (mcp/tools.py)."""
+
+    type: str
+    description: str
+    enum: list[str]
+    minimum: float
+    maximum: float
+    default: object
+    items: Schema
+    properties: dict[str, Schema]
+    required: list[str]
+    additionalProperties: bool
+    anyOf: list[Schema]
+
 
 JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "None": "null"}
 
 
-def json_schema(shape: type, shallow: bool = False) -> dict[str, Any]:
+def json_schema(shape: type, shallow: bool = False) -> Schema:
     """The JSON Schema of a shape: its members typed, the required ones required, no others allowed. Shallow: its
     members' nested shapes are plain objects and arrays, unchecked inside."""
     members = records.fields(shape)
     typed = shallow_schema if shallow else type_schema
-    schema: dict[str, Any] = {
+    schema: Schema = {
         "type": "object",
         "properties": {name: typed(text) for name, (text, _) in members.items()},
         "additionalProperties": False,
@@ -26,29 +43,31 @@ def json_schema(shape: type, shallow: bool = False) -> dict[str, Any]:
     return schema
 
 
-def type_schema(text: str) -> dict[str, Any]:
-    """JSON Schema of one member type as written: str, int, float, bool, None, Any, list[X], dict[...], a
-    shape's name, or a union of these with `|`."""
+def type_schema(text: str) -> Schema:
+    """JSON Schema of one member type as written: str, int, float, bool, None, object (any value), list[X],
+    dict[...], a shape's name, or a union of these with `|`."""
     options = _split(text)
     if len(options) > 1:
         return {"anyOf": [type_schema(option) for option in options]}
     if text.startswith("list["):
         return {"type": "array", "items": type_schema(text[5:-1])}
-    if text.startswith("dict[") or text == "Any":
-        return {"type": "object"} if text != "Any" else {}
+    if text == "object":
+        return {}
+    if text.startswith("dict["):
+        return {"type": "object"}
     if text in records.SHAPES:
         return json_schema(records.SHAPES[text])
     return {"type": JSON_TYPES[text]}
 
 
-def shallow_schema(text: str) -> dict[str, Any]:
+def shallow_schema(text: str) -> Schema:
     """JSON Schema of one member type, without looking inside arrays or objects."""
     options = _split(text)
     if len(options) > 1:
         return {"anyOf": [shallow_schema(option) for option in options]}
     if text.startswith("list["):
         return {"type": "array"}
-    if text == "Any":
+    if text == "object":
         return {}
     if text.startswith("dict[") or text in records.SHAPES:
         return {"type": "object"}

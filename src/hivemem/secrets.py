@@ -27,10 +27,27 @@ from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import NotRequired, TypedDict
+
+    from detect_secrets.plugins.base import BasePlugin
+    from detect_secrets.plugins.keyword import KeywordDetector
+
     from hivemem import gitleaks
+
+    class RawRule(TypedDict):
+        """One `[[rules]]` table of secret_rules.toml, as written."""
+
+        id: str
+        regex: str
+        keywords: list[str]
+        entropy: NotRequired[float]
+        min_classes: NotRequired[int]
+        multiline: NotRequired[bool]
+
 
 RULES_FILE = "secret_rules.toml"
 ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -192,7 +209,7 @@ class Rule:
     multiline: bool = False
 
     @classmethod
-    def load(cls, raw: dict[str, Any]) -> Rule:
+    def load(cls, raw: RawRule) -> Rule:
         return cls(raw["id"], re.compile(raw["regex"]), Words(raw["keywords"]), float(raw.get("entropy", 0.0)),
                    int(raw.get("min_classes", 0)), bool(raw.get("multiline", False)))  # fmt: skip
 
@@ -280,7 +297,8 @@ class Words:
 class Plugin:
     """One detect-secrets plugin and a cheap search for the lines worth running it on."""
 
-    def __init__(self, plugin: Any, patterns: Any, triggers: tuple[tuple[str, ...], ...] | None) -> None:
+    def __init__(self, plugin: BasePlugin, patterns: Iterable[re.Pattern[str]],
+                 triggers: tuple[tuple[str, ...], ...] | None) -> None:  # fmt: skip
         self.plugin = plugin
         self.kind = slug(plugin.secret_type)
         # Per trigger group: its lowercase literals (looked for in the lowered text) and the others (looked for
@@ -319,10 +337,12 @@ class Engine:
         from detect_secrets.plugins.keyword import DENYLIST, REGEX_BY_FILETYPE, KeywordDetector
         from detect_secrets.util.filetype import FileType
 
-        found: list[Any] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+        declared: list[type[BasePlugin]] = list(get_mapping_from_secret_type_to_class().values())
+        found = sorted(declared, key=lambda c: c.__name__)
         plugins = [cls() for cls in found if cls.__name__ not in SKIPPED]
         self.plugins = [Plugin(p, _prechecks(p), TRIGGERS.get(type(p).__name__)) for p in plugins]
-        self.keyword = Plugin(KeywordDetector(), (), (tuple(_literals(DENYLIST)),))
+        self.keyword_detector: KeywordDetector = KeywordDetector()
+        self.keyword = Plugin(self.keyword_detector, (), (tuple(_literals(DENYLIST)),))
         self.keyword_groups = REGEX_BY_FILETYPE[FileType.YAML]  # config mode: quotes are optional
         self.keyword_needs = [
             (regex, group, keyword_needs(regex.pattern)) for regex, group in self.keyword_groups.items()
@@ -431,10 +451,10 @@ class Engine:
             return self.entropy_kind
         return None
 
-    def _values(self, check: Plugin, line: str) -> Any:
+    def _values(self, check: Plugin, line: str) -> Iterable[str]:
         if check is self.keyword:  # only the patterns whose operator the line holds (D217)
             groups = {regex: group for regex, group, needs in self.keyword_needs if any(n in line for n in needs)}
-            return check.plugin.analyze_string(line, denylist_regex_to_group=groups) if groups else ()
+            return self.keyword_detector.analyze_string(line, denylist_regex_to_group=groups) if groups else ()
         return check.plugin.analyze_string(line)
 
     def _secret(self, check: Plugin, value: str, line: str) -> bool:
@@ -473,7 +493,7 @@ class Engine:
             and not self._filtered(value, line, self.entropy)
         )
 
-    def _filtered(self, value: str, line: str = "", plugin: Any = None) -> bool:
+    def _filtered(self, value: str, line: str = "", plugin: BasePlugin | None = None) -> bool:
         """detect-secrets' default heuristic filters; the ones that judge the line only for context plugins."""
         h = self.heuristic
         if (
@@ -531,9 +551,15 @@ def keyword_needs(pattern: str) -> tuple[str, ...]:
     return found[0] if len(found) == 1 else ("",)
 
 
-def _prechecks(plugin: Any) -> list[re.Pattern[str]]:
+def _prechecks(plugin: BasePlugin) -> list[re.Pattern[str]]:
     suffix = SUFFIXES.get(type(plugin).__name__)
-    return [re.compile(suffix)] if suffix else list(plugin.denylist)
+    if suffix:
+        return [re.compile(suffix)]
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    if not isinstance(plugin, RegexBasedDetector):  # every plugin kept is one (SKIPPED holds the others)
+        raise TypeError(f"{type(plugin).__name__}: no suffix and no denylist to find its lines by")
+    return list(plugin.denylist)
 
 
 def _literals(denylist: tuple[str, ...]) -> list[str]:

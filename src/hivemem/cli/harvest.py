@@ -20,10 +20,6 @@ import unicodedata
 from hivemem.errors import InvalidParams
 from hivemem.params import TAG_BYTES, valid_tag
 
-TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
-if TYPE_CHECKING:
-    from typing import Any
-
 KINDS = ("claude-code", "codex", "mcp-memory", "markdown")
 TAG_BAD = re.compile(r"[\W_]+")  # what a tag cannot hold (params.valid_tag): a run of it becomes `-`
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -218,7 +214,7 @@ def note(text: str, file: str) -> list[Item]:
                  tags=tags(listed))]  # fmt: skip
 
 
-def front_matter(text: str, file: str) -> tuple[dict[str, Any], str, int]:
+def front_matter(text: str, file: str) -> tuple[dict[str, object], str, int]:
     """(front matter, body, first line of the body): the YAML mapping between a first line `---` and the next
     `---` or `...` line; with no closing line the whole text is the body."""
     lines = text.splitlines()
@@ -230,7 +226,7 @@ def front_matter(text: str, file: str) -> tuple[dict[str, Any], str, int]:
     return {}, text, 1  # no closing line: not front matter
 
 
-def _yaml_mapping(source: str, file: str) -> dict[str, Any]:
+def _yaml_mapping(source: str, file: str) -> dict[str, object]:
     """Front matter read by PyYAML's safe loader (docs/decisions.md D347): no tag builds an object, at most
     MAX_FRONT_MATTER_BYTES are parsed, and what is not a mapping is an invalid_params.import naming the line."""
     import yaml
@@ -248,7 +244,7 @@ def _yaml_mapping(source: str, file: str) -> dict[str, Any]:
     return meta or {}
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: object) -> str:
     """A front matter value as text when it is one string, number or date; "" for a list, mapping or null, which
     is never turned into text (an alias-built structure could be huge written out)."""
     return "" if value is None or isinstance(value, list | dict | bool) else str(value)
@@ -266,11 +262,11 @@ def tags(raw: list[str]) -> tuple[str, ...]:
     return tuple(out[:16])
 
 
-def document(kind: str, items: list[Item], space: str, status: str, cwd: str, home: str) -> dict[str, Any]:
+def document(kind: str, items: list[Item], space: str, status: str, cwd: str, home: str) -> dict[str, object]:
     """The export document (docs/operations.md) of the items, as drafts or active memories in `space`."""
     memories = []
     for n, item in enumerate(items, 1):
-        memory: dict[str, Any] = {
+        memory: dict[str, object] = {
             "id": f"m{n}", "space": space, "kind": item.kind, "content": item.content, "tags": list(item.tags),
             "status": status, "source": f"{kind}:{os.path.basename(item.path)}"[:128],
             "provenance": {"kind": "file", "host": kind, "path": relative(item.path, cwd, home), "line": item.line},

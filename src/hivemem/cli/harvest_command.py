@@ -57,7 +57,8 @@ def harvest_into(kind: str, named: list[str] | None, space: str, active: bool, d
                   if skipped else {})  # fmt: skip
 
 
-def _import(doc: dict[str, Any], dry_run: bool, items: list[harvest.Item], progress: Progress | None) -> dict[str, Any]:
+def _import(doc: dict[str, object], dry_run: bool, items: list[harvest.Item],
+            progress: Progress | None) -> dict[str, Any]:  # fmt: skip
     """store.import of the document from a private temporary file the daemon reads and the CLI then removes."""
     from hivemem.cli.verbs import call
 

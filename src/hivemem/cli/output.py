@@ -11,6 +11,7 @@ from hivemem.manifest import BY_NAME
 
 TYPE_CHECKING = False  # typing costs milliseconds on the CLI's warm path; mypy still sees it
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Mapping
     from typing import Any, TextIO
 
@@ -81,9 +82,9 @@ class Working:
     def __init__(self, label: str, shown: bool) -> None:
         self.label, self.shown = label, shown and sys.stderr.isatty()
         self.progress = self._report if self.shown else None
-        self._done: Any = None
-        self._thread: Any = None
-        self._lock: Any = None
+        self._done: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._lock: threading.Lock | None = None
         self._start = 0.0
         self._state: tuple[str, int, int] | None = None
 
@@ -92,12 +93,13 @@ class Working:
             import threading
             import time
 
-            self._done, self._lock, self._start = threading.Event(), threading.Lock(), time.monotonic()
+            done = threading.Event()
+            self._done, self._lock, self._start = done, threading.Lock(), time.monotonic()
 
             def tick() -> None:
                 while True:  # shown at once, so that even quick work says what ran; then every half second
                     self._draw()
-                    if self._done.wait(0.5):
+                    if done.wait(0.5):
                         break
 
             self._thread = threading.Thread(target=tick, daemon=True)
@@ -111,8 +113,11 @@ class Working:
     def _draw(self) -> None:
         import time
 
-        with self._lock:
-            if self._done.is_set() and self._thread is None:
+        lock, done = self._lock, self._done
+        if lock is None or done is None:  # not entered: nothing is shown
+            return
+        with lock:
+            if done.is_set() and self._thread is None:
                 return
             sys.stderr.write(
                 f"\r{self.label}: {bar(self._state, self.WIDTH)}{time.monotonic() - self._start:.0f} s \x1b[K"
@@ -120,10 +125,11 @@ class Working:
             sys.stderr.flush()
 
     def __exit__(self, *exc: object) -> None:
-        if self._done is not None:
-            self._done.set()
-            self._thread.join()  # its last line is written before the clearing one
-            with self._lock:
+        done, thread, lock = self._done, self._thread, self._lock
+        if done is not None and thread is not None and lock is not None:  # all three, once entered
+            done.set()
+            thread.join()  # its last line is written before the clearing one
+            with lock:
                 self._thread = None
                 sys.stderr.write("\r\x1b[K")
                 sys.stderr.flush()

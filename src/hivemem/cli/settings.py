@@ -51,7 +51,7 @@ def _set(args: list[str], json_mode: bool) -> int:
     where = paths.resolve(current["store.path"], current.path, bool(current["store.url"]))
     _require_owner(where.owner_key, where.store)
     if ns.key in ("store.url", "team.url"):
-        _refuse_password(config.parse_value(ns.key, ns.value), ns.key)
+        _refuse_password(str(config.parse_value(ns.key, ns.value)), ns.key)
     value = config.set_value(current.path, ns.key, ns.value)
     _reload_running_daemon()
     return output.result("config.set", {"key": ns.key, "value": value}, json_mode)

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hivemem import config as config_mod
 from hivemem import paths, secrets
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from hivemem.daemon.embedder import Worker
 
 
-def tuned(config: config_mod.Config, key: str) -> Any:
+def tuned(config: config_mod.Config, key: config_mod.FloatKey) -> float:
     """A similarity setting: the file's value, else the local model's measured default, else the declared one."""
     if key in config.explicit or config["embeddings.provider"] != "local":
         return config[key]
@@ -99,7 +99,16 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
 
 
 def embedding_settings(config: config_mod.Config) -> Settings:
-    return Settings(**{f: config[f"embeddings.{f}"] for f in Settings.__dataclass_fields__})
+    return Settings(
+        provider=config["embeddings.provider"],
+        base_url=config["embeddings.base_url"],
+        model=config["embeddings.model"],
+        dimensions=config["embeddings.dimensions"],
+        api_key=config["embeddings.api_key"],
+        max_input_bytes=config["embeddings.max_input_bytes"],
+        query_timeout_ms=config["embeddings.query_timeout_ms"],
+        batch_timeout_ms=config["embeddings.batch_timeout_ms"],
+    )
 
 
 def start_embeddings(store: Store, config: config_mod.Config, server: Server, log: lifecycle.Log) -> Worker | None:

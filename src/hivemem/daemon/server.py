@@ -9,7 +9,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -469,10 +469,13 @@ class Server:
         self.store.close(checkpoint=True, moved=self.moved)
 
 
+Handle = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]  # a connection's coroutine
+
+
 class PeerChecked(asyncio.StreamReaderProtocol):
     """Streams for connections from this user only: another uid is closed before a byte is read (docs/schema.md)."""
 
-    def __init__(self, reader: asyncio.StreamReader, handle: Any, log: Log) -> None:
+    def __init__(self, reader: asyncio.StreamReader, handle: Handle, log: Log) -> None:
         super().__init__(reader, handle)
         self._log = log
 

@@ -450,7 +450,9 @@ async def _recall(team: Team, reader: Reader, who: Principal, params: object) ->
                 if not who.can("read", space):
                     raise ops.denied(who, "read", f"space:{space}")
         path = tuple(dict.fromkeys(s for s in p["spaces"] if not matches(s, team.patterns) and who.can("read", s)))
-        memories, matched, bounds = select(store, who.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
+        runtime = ops.context(store).embeddings
+        memories, matched, bounds = select(store, runtime, who.scope("read"), path, p.get("query"), p.get("limit"),
+                                           store.limits)  # fmt: skip
         return [{**m, "store": PERSONAL} for m in memories], matched, bounds, p
 
     memories, matched, bounds, p = await reader(mine)
@@ -460,7 +462,8 @@ async def _recall(team: Team, reader: Reader, who: Principal, params: object) ->
 
         def theirs(store: Store, principal: Principal) -> tuple[list[dict[str, Any]], int]:
             path = tuple(s for s in wanted if principal.can("read", s))
-            found, count, _ = select(store, principal.scope("read"), path, p.get("query"), p.get("limit"), store.limits)
+            found, count, _ = select(store, None, principal.scope("read"), path, p.get("query"), p.get("limit"),
+                                     store.limits)  # fmt: skip
             return [{**m, "id": PREFIX + str(m["id"]), "store": TEAM} for m in found], count
 
         try:

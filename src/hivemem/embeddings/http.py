@@ -9,7 +9,10 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from http.client import HTTPMessage
 
 from hivemem.config import check_embeddings_url
 from hivemem.embeddings.base import EmbeddingError, Settings, unit_vectors
@@ -21,7 +24,8 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Every 3xx is an error: a redirect would carry memory text and the `Authorization` header to a host the
     config never named, plain http included (docs/security.md)."""
 
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage,
+                         newurl: str) -> None:  # fmt: skip
         return None
 
 
@@ -59,7 +63,7 @@ class HttpProvider:
 def parse(raw: bytes, count: int) -> list[list[float]]:
     """The vectors of `{"data": [{"index": i, "embedding": [...]}]}` in input order."""
     try:
-        doc: Any = json.loads(raw)
+        doc: object = json.loads(raw)
     except (UnicodeDecodeError, ValueError):
         raise EmbeddingError("the endpoint's reply is not JSON") from None
     data = doc.get("data") if isinstance(doc, dict) else None

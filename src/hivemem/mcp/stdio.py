@@ -21,7 +21,7 @@ import os
 import signal
 import stat
 from collections.abc import AsyncIterator
-from typing import Any, Self
+from typing import Protocol, Self
 
 import anyio
 import mcp_types as types
@@ -42,6 +42,20 @@ def is_pipe(fd: int) -> bool:
         return stat.S_ISFIFO(os.fstat(fd).st_mode)
     except OSError:
         return False
+
+
+class Receiving(Protocol):
+    """A read stream as the SDK's server takes it: anyio's memory stream, or `LineReader`."""
+
+    async def receive(self) -> SessionMessage | Exception: ...
+    async def aclose(self) -> None: ...
+
+
+class Sending(Protocol):
+    """A write stream as the SDK's server takes it: anyio's memory stream, or `LineWriter`."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
+    async def aclose(self) -> None: ...
 
 
 class ReadStream:
@@ -254,7 +268,7 @@ class AnsweringReader(ReadStream):
     is not a JSON-RPC message, which the dispatcher skips silently, is logged to stderr here.
     """
 
-    def __init__(self, inner: Any, unanswered: Unanswered) -> None:
+    def __init__(self, inner: Receiving, unanswered: Unanswered) -> None:
         self._inner = inner
         self._unanswered = unanswered
 
@@ -292,7 +306,7 @@ def reason(exc: Exception) -> str:
 class AnsweringWriter:
     """The server's write stream, wrapped: a response or error written marks its request answered."""
 
-    def __init__(self, inner: Any, unanswered: Unanswered) -> None:
+    def __init__(self, inner: Sending, unanswered: Unanswered) -> None:
         self._inner = inner
         self._unanswered = unanswered
 
@@ -313,7 +327,8 @@ class AnsweringWriter:
         await self.aclose()
 
 
-def answering(read: Any, write: Any) -> tuple[AnsweringReader, AnsweringWriter]:
+def answering(read: Receiving,
+              write: Sending) -> tuple[AnsweringReader, AnsweringWriter]:  # fmt: skip
     """Both streams wrapped so that the requests read before stdin closed are answered before the server stops."""
     unanswered = Unanswered()
     return AnsweringReader(read, unanswered), AnsweringWriter(write, unanswered)

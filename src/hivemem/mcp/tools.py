@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from hivemem import schemas
 from hivemem.auth import KINDS
@@ -15,7 +14,7 @@ from hivemem.dates import resolve
 from hivemem.manifest import MCP_DEFAULT, TRUST_SENTENCE, VERBS, Param, Verb
 from hivemem.spaces import fill_defaults, placeholder
 
-ITEMS: dict[str, dict[str, Any]] = {"kind": {"type": "string", "enum": list(KINDS)}, "grant": {"type": "object"}}
+ITEMS: dict[str, schemas.Schema] = {"kind": {"type": "string", "enum": list(KINDS)}, "grant": {"type": "object"}}
 TEXT_KEYS = frozenset({"content", "snippet", "text"})
 SPACE_NOTE = " `@project` (this repository) and `@user` are resolved by the adapter before sending."
 
@@ -100,10 +99,10 @@ def hints(verb: Verb) -> dict[str, bool]:
     }
 
 
-def param_schema(p: Param, compact: str = "") -> dict[str, Any]:
+def param_schema(p: Param, compact: str = "") -> schemas.Schema:
     """One param as JSON Schema; byte bounds stay in the description (maxLength counts characters). Compact (the
     tool's name): the short description of PARAM_BRIEF (`tool.param`, else `param`), or none."""
-    schema: dict[str, Any] = {"type": p.type}
+    schema: schemas.Schema = {"type": p.type}
     text = p.help if not compact else PARAM_BRIEF.get(f"{compact}.{p.name}", PARAM_BRIEF.get(p.name, p.help))
     if compact and p.name == "revision" and p.required:
         text = REVISION_BRIEF
@@ -124,13 +123,13 @@ def param_schema(p: Param, compact: str = "") -> dict[str, Any]:
     return schema
 
 
-def input_schema(verb: Verb, compact: bool = True) -> dict[str, Any]:
+def input_schema(verb: Verb, compact: bool = True) -> schemas.Schema:
     """The tool's input: an object of the verb's params; unknown members are refused by the daemon.
 
     A param the client fills in when absent (`client_default`) is required on the wire but not here."""
     required = [p.name for p in verb.params if p.required and not p.client_default]
     brief = tool_name(verb) if compact else ""
-    schema: dict[str, Any] = {
+    schema: schemas.Schema = {
         "type": "object",
         "properties": {p.name: param_schema(p, brief) for p in verb.params if not p.by_client},
         "additionalProperties": False,
@@ -145,7 +144,7 @@ def description(name: str) -> str:
     return BRIEF.get(name) or EXPOSED[name].summary
 
 
-def output_schema(verb: Verb) -> dict[str, Any]:
+def output_schema(verb: Verb) -> schemas.Schema:
     """The tool's structured result: the required top-level members of the verb's result shape (records.py), nested
     shapes as plain objects and arrays, others allowed (docs/decisions.md D272); first a required `notice` when
     the result carries memory text (D271). docs/verbs.md has the whole shape."""
@@ -154,7 +153,7 @@ def output_schema(verb: Verb) -> dict[str, Any]:
     if carries_memory_text(verb):
         required = ["notice", *required]
         full["properties"]["notice"] = {"type": "string"}
-    schema: dict[str, Any] = {"type": "object", "properties": {name: full["properties"][name] for name in required}}
+    schema: schemas.Schema = {"type": "object", "properties": {name: full["properties"][name] for name in required}}
     if required:
         schema["required"] = required
     return schema

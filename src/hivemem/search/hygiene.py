@@ -23,9 +23,9 @@ import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, cast
 
 from hivemem import progress, secrets
 from hivemem.errors import Failed
@@ -159,7 +159,7 @@ def _keep_first(row: Row) -> tuple[bool, float, str, int]:
     return (row.confidence_state == "user_confirmed", row.confidence, row.updated, row.id)
 
 
-def _cli(verb: str, params: dict[str, Any]) -> str:
+def _cli(verb: str, params: Mapping[str, object]) -> str:
     parts = ["hivemem", *verb.split(".")]
     for name, value in params.items():
         text = str(value)
@@ -167,7 +167,7 @@ def _cli(verb: str, params: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _finding(kind: str, rows: Sequence[Row], reason: str, verb: str, params: dict[str, Any],
+def _finding(kind: str, rows: Sequence[Row], reason: str, verb: str, params: Mapping[str, object],
              similarity: float | None = None) -> HygieneFinding:  # fmt: skip
     out: HygieneFinding = {
         "kind": kind,
@@ -175,14 +175,14 @@ def _finding(kind: str, rows: Sequence[Row], reason: str, verb: str, params: dic
         "space": rows[0].space,
         "reason": reason,
         "fix": ("HIVEMEM_TOKEN=@owner " if verb == "memory.purge" else "") + _cli(verb, params),
-        "action": {"verb": verb, "params": params},
+        "action": {"verb": verb, "params": dict(params)},
     }
     if similarity is not None:
         out["similarity"] = round(similarity, 4)
     return out
 
 
-def _supersede(old: Row, keep: Row, why: str) -> dict[str, Any]:
+def _supersede(old: Row, keep: Row, why: str) -> dict[str, object]:
     return {"id": f"m{old.id}", "revision": old.revision, "outcome": "superseded", "replacement": f"m{keep.id}",
             "reason": why}  # fmt: skip
 
@@ -467,7 +467,7 @@ def _heard(proc: subprocess.Popen[bytes]) -> HygieneReport | None:
             return cast("HygieneReport", said[1])  # the worker's Report.run
 
 
-def _send_rows(pipe: Any, rows: list[Row], fetch: Fetch | None) -> None:
+def _send_rows(pipe: IO[bytes], rows: list[Row], fetch: Fetch | None) -> None:
     """Rows JOB_ROWS at a time, each piece with its vectors: pickling the whole scan at once is one long call
     that holds the interpreter lock (a few hundred milliseconds at 100k memories), and the daemon's writer
     would wait on it; pieces of JOB_ROWS let the writer in between (D192)."""

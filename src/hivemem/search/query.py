@@ -3,7 +3,7 @@ bound."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hivemem.errors import Unavailable, Unsupported
 from hivemem.search.fuse import K, rrf
@@ -12,7 +12,23 @@ from hivemem.store.base import Store
 from hivemem.store.filters import Filter
 
 if TYPE_CHECKING:
+    from typing import NotRequired, TypedDict
+
+    from hivemem.records import Hit, SearchHit, SearchResult
     from hivemem.search.vector import Runtime
+
+    class Ranked(SearchResult):
+        """A page of hits, with where the next page starts when one follows: (hits shown, the last one's id)."""
+
+        more: NotRequired[tuple[int, str]]
+
+    class Ranks(TypedDict, total=False):
+        """A hit's rank in each list that found it, and its similarity when the vector list did."""
+
+        fts_rank: int
+        vector_rank: int
+        similarity: float
+
 
 LIST_MAX = 100  # docs/embeddings.md: each list holds at most 100 candidates
 # FTS5's snippet counts tokens, and one token can be a whole memory (65,536 bytes without a space): 100 such
@@ -21,12 +37,12 @@ SNIPPET_MAX_BYTES = 2048
 FALLBACK = "embedding_unavailable"
 
 
-def search(store: Store, query: str, flt: Filter, limit: int, mode: str, shown: int = 0,
-           last: int | None = None) -> dict[str, Any]:  # fmt: skip
+def search(store: Store, runtime: Runtime | None, query: str, flt: Filter, limit: int, mode: str, shown: int = 0,
+           last: int | None = None) -> Ranked:  # fmt: skip
     """Ranked hits in the mode docs/embeddings.md's table gives for `mode` and the state of embeddings: the page after
     the `shown` hits of the pages before, the last of them `last`. `more` is (hits shown with this page, the
-    last one's id) when a page follows (docs/decisions.md D293)."""
-    runtime: Runtime | None = store.embeddings
+    last one's id) when a page follows (docs/decisions.md D293). `runtime` is the search side's embeddings, None
+    when they are off."""
     if mode == "vector" and runtime is None:
         raise Unsupported("embeddings_off", "vector search needs embeddings; they are off", fix="use --mode fts")
     words = terms(query)  # an empty query is an error even when nothing could match
@@ -51,19 +67,19 @@ def search(store: Store, query: str, flt: Filter, limit: int, mode: str, shown: 
         listed = store.search.listed(words, [m for m, _, _ in fused], marked, flt)
     similarity = dict(near)
     by_id = {int(h["id"][1:]): h for h in listed}
-    results: list[dict[str, Any]] = []
+    results: list[SearchHit] = []
     for memory, score, ranks in fused:
         found = by_id.get(memory)
         if found is None:
             continue
-        hit: dict[str, Any] = {**found, "snippet": cut(found["snippet"], SNIPPET_MAX_BYTES), "score": score}
+        ranked: Ranks = {}
         if "fts" in ranks:
-            hit["fts_rank"] = ranks["fts"]
+            ranked["fts_rank"] = ranks["fts"]
         if "vector" in ranks:
-            hit["vector_rank"] = ranks["vector"]
-            hit["similarity"] = similarity[memory]
-        results.append(hit)
-    out = {"mode": "vector" if mode == "vector" else "hybrid", "results": results}
+            ranked["vector_rank"] = ranks["vector"]
+            ranked["similarity"] = similarity[memory]
+        results.append(_hit(found, score, ranked))
+    out: Ranked = {"mode": "vector" if mode == "vector" else "hybrid", "results": results}
     return _more(out, start, [m for m, _, _ in fused], len(every))
 
 
@@ -75,7 +91,7 @@ def resume(ranked: list[int], shown: int, last: int | None) -> int:
     return min(shown, len(ranked))
 
 
-def _more(out: dict[str, Any], start: int, page: list[int], total: int) -> dict[str, Any]:
+def _more(out: Ranked, start: int, page: list[int], total: int) -> Ranked:
     """`out` with `more` when hits rank after the page's."""
     if page and start + len(page) < total:
         out["more"] = (start + len(page), f"m{page[-1]}")
@@ -83,7 +99,7 @@ def _more(out: dict[str, Any], start: int, page: list[int], total: int) -> dict[
 
 
 def fts_search(store: Store, words: list[str], flt: Filter, limit: int, shown: int = 0,
-               last: int | None = None) -> dict[str, Any]:  # fmt: skip
+               last: int | None = None) -> Ranked:  # fmt: skip
     """Full text only. With one list, Reciprocal Rank Fusion keeps the full-text order (score 1/(60 + rank)),
     so only the best rows of the list up to the page's end are ranked, and the page's rows read and given
     snippets (D39, D62). A later page ranks again down to its end (D293)."""
@@ -96,12 +112,16 @@ def fts_search(store: Store, words: list[str], flt: Filter, limit: int, shown: i
             start = resume(ids, shown, last)
             page = ids[start : start + limit + 1]
             found = store.search.listed(words, page, set(page), flt)
-    results: list[dict[str, Any]] = []
+    results: list[SearchHit] = []
     for rank, hit in enumerate(found[:limit], start=start + 1):
-        results.append({**hit, "snippet": cut(hit["snippet"], SNIPPET_MAX_BYTES), "score": 1.0 / (K + rank),
-                        "fts_rank": rank})  # fmt: skip
-    out = {"mode": "fts", "results": results}
+        results.append(_hit(hit, 1.0 / (K + rank), {"fts_rank": rank}))
+    out: Ranked = {"mode": "fts", "results": results}
     return _more(out, start, [int(h["id"][1:]) for h in results], start + len(found))
+
+
+def _hit(found: Hit, score: float, ranks: Ranks) -> SearchHit:
+    """A listed hit with its snippet cut to SNIPPET_MAX_BYTES, its score and its ranks, in that order."""
+    return {**found, "snippet": cut(found["snippet"], SNIPPET_MAX_BYTES), "score": score, **ranks}
 
 
 def cut(text: str, limit: int) -> str:

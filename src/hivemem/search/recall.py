@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hivemem.auth import Readable
 from hivemem.render import HIDDEN_STATES, Bounds, render
@@ -14,24 +14,25 @@ from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 
 if TYPE_CHECKING:
-    from hivemem.records import Recall
-    from hivemem.search.vector import Runtime
+    from hivemem.records import MemoryRead, Recall
+    from hivemem.search.vector import Floats, Runtime
 
 SESSION_KINDS = ("preference", "convention", "lesson", "procedure")
 NEAR_WINDOW = 8  # tokens: D126's rule, two prompt terms this close (kept for bench/ to measure against)
 RULES = ("evidence", "near", "none")  # the shipped rule on words (D282), D126's, and none at all
 
 
-def recall(store: Store, readable: Readable, spaces: list[str], query: str | None, limit: int | None,
-           limits: Limits) -> Recall:  # fmt: skip
-    """`{text, count, truncated}` for the readable `spaces` of a read path, in their order."""
+def recall(store: Store, runtime: Runtime | None, readable: Readable, spaces: list[str], query: str | None,
+           limit: int | None, limits: Limits) -> Recall:  # fmt: skip
+    """`{text, count, truncated}` for the readable `spaces` of a read path, in their order; `runtime` is the search
+    side's embeddings, None when they are off."""
     path = tuple(dict.fromkeys(spaces))
-    memories, matched, bounds = select(store, readable, path, query, limit, limits)
+    memories, matched, bounds = select(store, runtime, readable, path, query, limit, limits)
     return render(memories, path, bounds, matched=matched).wire()
 
 
-def select(store: Store, readable: Readable, path: tuple[str, ...], query: str | None, limit: int | None,
-           limits: Limits) -> tuple[list[dict[str, Any]], int, Bounds]:  # fmt: skip
+def select(store: Store, runtime: Runtime | None, readable: Readable, path: tuple[str, ...], query: str | None,
+           limit: int | None, limits: Limits) -> tuple[list[MemoryRead], int, Bounds]:  # fmt: skip
     """The memories a recall of `path` renders (best first), how many matched, and the render's bounds; a daemon
     with a team store mounted selects in each store and renders them together (docs/team.md)."""
     if query is None:
@@ -41,12 +42,12 @@ def select(store: Store, readable: Readable, path: tuple[str, ...], query: str |
     else:
         flt = Filter(readable=readable, spaces=path, hide_states=HIDDEN_STATES)
         count = limit or limits.recall_prompt_limit
-        memories, matched = matching(store, query, flt, count)
+        memories, matched = matching(store, runtime, query, flt, count)
     return memories, matched, Bounds(count, limits.recall_record_chars, limits.recall_total_chars)
 
 
-def matching(store: Store, query: str, flt: Filter, limit: int,
-             rule: str = "evidence") -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+def matching(store: Store, runtime: Runtime | None, query: str, flt: Filter, limit: int,
+             rule: str = "evidence") -> tuple[list[MemoryRead], int]:  # fmt: skip
     """The best `limit` memories for the query past the relevance floor, and how many matched.
 
     A prompt that matches nothing injects nothing (docs/hooks.md). A memory enters on words when the prompt words
@@ -59,7 +60,6 @@ def matching(store: Store, query: str, flt: Filter, limit: int,
     words = floor_terms(query)
     if not words:
         return [], 0
-    runtime: Runtime | None = store.embeddings
     vector = runtime.embed_query(query) if runtime is not None else None
     with store.search.snapshot():
         fts_ids = store.search.ranked(words, flt)
@@ -100,7 +100,7 @@ def evidenced(store: Store, query: str, words: list[str], ids: list[int], flt: F
     return {m for m, masks in held.items() if evidence.evidence(weights, *masks) >= need}
 
 
-def _fused(store: Store, runtime: Runtime, vector: Any, flt: Filter, fts_ids: list[int],
+def _fused(store: Store, runtime: Runtime, vector: Floats, flt: Filter, fts_ids: list[int],
            lexical: set[int]) -> list[int]:  # fmt: skip
     limits = store.limits
     near = runtime.vector_list(store.vectors, vector, flt, limits.search_min_similarity)

@@ -9,14 +9,16 @@ one is open (a nested change is a savepoint), and on its own otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hivemem.auth import Principal, Readable
 from hivemem.records import (
     BackupMade,
     Captured,
+    Chain,
     Challenged,
     CheckReport,
     ClientAdded,
@@ -35,6 +37,7 @@ from hivemem.records import (
     Relating,
     Repair,
     Restored,
+    SearchHit,
     Session,
     SessionEnded,
     SessionPage,
@@ -49,17 +52,81 @@ from hivemem.store.hygiene import Scan
 from hivemem.store.limits import Limits
 from hivemem.store.transfer_check import Document
 
+Provenance = Mapping[str, object]  # a memory's bounded provenance claim (docs/verbs.md), a JSON object
+
+
+class Encoded(str):
+    """A provenance already written as the memories row keeps it (a bulk caller encodes each one once)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A memory to write at revision 1 (memory.add, memory.capture, memory.move, store.import): its space, text
+    and the members its writer gave; None is a member not given, which the store fills in (kind `note`, no title,
+    confidence 1.0, the kind's review time). `provenance` may be Encoded already (by a bulk import)."""
+
+    space: str
+    content: str
+    kind: str | None = None
+    title: str | None = None
+    tags: Sequence[str] = ()
+    source: str | None = None
+    provenance: Provenance | Encoded | None = None
+    confidence: float | None = None
+    confidence_state: str | None = None
+    review_after: str | None = None
+    expires_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryChange:
+    """The members memory.update (or memory.confirm) changes: None is a member not given, left as it is; an empty
+    `source`, `confidence_state`, `review_after` or `expires_at`, or an empty `provenance`, clears it
+    (docs/verbs.md)."""
+
+    content: str | None = None
+    kind: str | None = None
+    title: str | None = None
+    tags: Sequence[str] | None = None
+    source: str | None = None
+    provenance: Provenance | None = None
+    confidence: float | None = None
+    confidence_state: str | None = None
+    review_after: str | None = None
+    expires_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    """A session to record (session.start): its harness and what its reporter claims of it (docs/hooks.md)."""
+
+    harness: str
+    harness_session: str | None = None
+    parent: str | None = None  # a session id, `s<N>`
+    relation: str | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionQuery:
+    """session.list's filters: a member None is no filter."""
+
+    harness: str | None = None
+    harness_session: str | None = None
+    parent: str | None = None  # a session id, `s<N>`
+
+
 Visible = Callable[[int, str], bool]  # (session number, reporter principal) -> may the caller read it?
-Keep = Callable[[dict[str, Any]], bool]  # an event as shown -> may the caller see it?
+Keep = Callable[[dict[str, object]], bool]  # an event, every member present -> may the caller see it?
 
 
 class Memories(Protocol):
     """Memory rows, their versions, full-text entries and events, changed together."""
 
-    def add(self, actor: Principal, p: dict[str, Any], session: int | None) -> Written: ...
+    def add(self, actor: Principal, new: NewMemory, session: int | None) -> Written: ...
     def get(self, memory: int, include_deleted: bool) -> MemoryRead: ...
     def version(self, memory: int, revision: int, include_deleted: bool) -> MemoryRead: ...
-    def update(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written: ...
+    def update(self, actor: Principal, memory: int, revision: int, change: MemoryChange) -> Written: ...
     def delete(self, actor: Principal, memory: int, revision: int) -> Deleted: ...
     def restore(self, actor: Principal, memory: int) -> Restored: ...
     def history(self, memory: int) -> History: ...
@@ -78,10 +145,10 @@ class Sessions(Protocol):
     def get(self, session: str, visible: Visible) -> Session: ...
     def existing(self, harness: str, harness_session: str | None) -> int | None: ...
     def lineage(self, n: int, visible: Visible) -> list[int]: ...
-    def start(self, actor: Principal, p: dict[str, Any]) -> SessionStarted: ...
+    def start(self, actor: Principal, new: NewSession) -> SessionStarted: ...
     def end(self, actor: Principal, n: int) -> SessionEnded: ...
-    def page(self, p: dict[str, Any], visible: Visible, after: int | None, limit: int) -> SessionPage: ...
-    def chain(self, n: int, visible: Visible) -> dict[str, Any]: ...
+    def page(self, query: SessionQuery, visible: Visible, after: int | None, limit: int) -> SessionPage: ...
+    def chain(self, n: int, visible: Visible) -> Chain: ...
     def purge(self, actor: Principal, n: int) -> SessionPurged: ...
 
 
@@ -103,7 +170,7 @@ class Events(Protocol):
     def after(self, keep: Keep, after: int, limit: int, types: tuple[str, ...],
               spaces: tuple[str, ...]) -> list[Event]: ...  # fmt: skip
     def newest(self) -> int: ...
-    def recalled(self, actor: Principal, query_sha256: str, hits: list[dict[str, Any]]) -> None: ...
+    def recalled(self, actor: Principal, query_sha256: str, hits: Sequence[SearchHit]) -> None: ...
 
 
 class Vectors(Protocol):
@@ -126,14 +193,14 @@ class Search(Protocol):
     """The lists of docs/embeddings.md and recall's selections; ranking is the backend's, exactly as that says."""
 
     def full_text(self, words: list[str], flt: Filter, limit: int) -> list[Hit]: ...
-    def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]: ...
-    def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]: ...
+    def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[MemoryRead], int]: ...
+    def newest(self, flt: Filter, limit: int) -> tuple[list[MemoryRead], int]: ...
     def ranked(self, words: list[str], flt: Filter) -> list[int]: ...
     def near(self, words: list[str], ids: list[int], window: int) -> set[int]: ...
     def held(self, words: list[str], ids: list[int], window: int) -> dict[int, tuple[int, int, int]]: ...
     def counts(self, words: list[str], flt: Filter) -> tuple[int, list[int]]: ...
     def listed(self, words: list[str], ids: list[int], marked: set[int], flt: Filter) -> list[Hit]: ...
-    def shaped(self, ids: list[int], flt: Filter) -> list[dict[str, Any]]: ...
+    def shaped(self, ids: list[int], flt: Filter) -> list[MemoryRead]: ...
     def snapshot(self) -> AbstractContextManager[None]: ...
     def compact(self, resume: bool) -> bool: ...  # one idle-time step of index upkeep; True: more to do
 
@@ -152,11 +219,11 @@ class Operations(Protocol):
 class Governance(Protocol):
     """Drafts, review, challenges, archive, relations, move and a memory's audit (docs/governance.md)."""
 
-    def capture(self, actor: Principal, p: dict[str, Any], session: int | None, flt: Filter) -> Captured: ...
-    def confirm(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written: ...
+    def capture(self, actor: Principal, new: NewMemory, session: int | None, flt: Filter) -> Captured: ...
+    def confirm(self, actor: Principal, memory: int, revision: int, change: MemoryChange) -> Written: ...
     def review(self, flt: Filter, after: int | None, limit: int) -> MemoryPage: ...
-    def challenge(self, actor: Principal, memory: int, p: dict[str, Any],
-                  replacement: int | None) -> Challenged: ...  # fmt: skip
+    def challenge(self, actor: Principal, memory: int, revision: int, outcome: str, reason: str | None,
+                  confirm: bool, replacement: int | None) -> Challenged: ...  # fmt: skip
     def archive(self, actor: Principal, memory: int, revision: int) -> Restored: ...
     def relate(self, actor: Principal, source: int, target: int, relation: str,
                reason: str | None) -> Relating: ...  # fmt: skip

@@ -9,7 +9,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-Row = tuple[Any, ...]
+Row = tuple[Any, ...]  # a result row: its cells as the driver reads them (the statement knows their types)
+Value = str | int | float | bytes | None  # a value a statement binds (both drivers take these)
+Args = Sequence[Value]
 
 
 class Lock(enum.Enum):
@@ -30,7 +32,7 @@ class Key:
 
     __slots__ = ("kind", "values")
 
-    def __init__(self, kind: str, *values: Any) -> None:
+    def __init__(self, kind: str, *values: Value) -> None:
         self.kind, self.values = kind, values
 
     def __repr__(self) -> str:
@@ -72,11 +74,11 @@ class Connection(Protocol):
     @property
     def dialect(self) -> Dialect: ...
 
-    def execute(self, sql: str, args: Sequence[Any] = (), /) -> Rows: ...
+    def execute(self, sql: str, args: Args = (), /) -> Rows: ...
 
-    def executemany(self, sql: str, seq: Sequence[Sequence[Any]], /) -> Rows: ...
+    def executemany(self, sql: str, seq: Sequence[Args], /) -> Rows: ...
 
-    def locked(self, lock: Locking, sql: str, args: Sequence[Any] = (), /) -> list[Row]:
+    def locked(self, lock: Locking, sql: str, args: Args = (), /) -> list[Row]:
         """Run a statement under the lock it declares (Lock, Key), all its rows read."""
         ...
 
@@ -89,17 +91,17 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
-def all_rows(conn: Connection, sql: str, args: Sequence[Any] = (), *, lock: Locking | None = None) -> list[Row]:
+def all_rows(conn: Connection, sql: str, args: Args = (), *, lock: Locking | None = None) -> list[Row]:
     """Run a query to completion (so no read transaction is left open), under the lock it declares, if any."""
     return conn.execute(sql, args).fetchall() if lock is None else conn.locked(lock, sql, args)
 
 
-def one(conn: Connection, sql: str, args: Sequence[Any] = (), *, lock: Locking | None = None) -> Row | None:
+def one(conn: Connection, sql: str, args: Args = (), *, lock: Locking | None = None) -> Row | None:
     """The first row of a query, run to completion."""
     rows = conn.execute(sql, args).fetchall() if lock is None else conn.locked(lock, sql, args)
     return rows[0] if rows else None
 
 
-def scalar(conn: Connection, sql: str, args: Sequence[Any] = (), *, lock: Locking | None = None) -> Any:
+def scalar(conn: Connection, sql: str, args: Args = (), *, lock: Locking | None = None) -> Any:
     row = one(conn, sql, args, lock=lock)
     return row[0] if row else None

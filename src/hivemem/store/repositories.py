@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from typing import ParamSpec, Protocol, TypeVar
 
 from hivemem.auth import Principal
 from hivemem.records import (
     Captured,
+    Chain,
     Challenged,
     ClientAdded,
     ClientPage,
@@ -31,6 +32,7 @@ from hivemem.records import (
     Moved,
     Relating,
     Restored,
+    SearchHit,
     Session,
     SessionEnded,
     SessionPage,
@@ -38,7 +40,7 @@ from hivemem.records import (
     SessionStarted,
     Written,
 )
-from hivemem.store.base import Keep, Visible
+from hivemem.store.base import Keep, MemoryChange, NewMemory, NewSession, SessionQuery, Visible
 from hivemem.store.connection import Connection, Lock, scalar
 from hivemem.store.filters import Filter
 from hivemem.store.hygiene import Scan
@@ -127,26 +129,26 @@ class Memories(_Repository):
         super().__init__(store, change)
         self._erase = erase
 
-    def add(self, actor: Principal, p: dict[str, Any], session: int | None) -> Written:
-        return cast(Written, self._change(memories.add, self.conn, self._store.limits, actor, p, session))
+    def add(self, actor: Principal, new: NewMemory, session: int | None) -> Written:
+        return self._change(memories.add, self.conn, self._store.limits, actor, new, session)
 
     def get(self, memory: int, include_deleted: bool) -> MemoryRead:
-        return cast(MemoryRead, memories.get(self.conn, memory, include_deleted, self._store.embeddings_model))
+        return memories.get(self.conn, memory, include_deleted, self._store.embeddings_model)
 
     def version(self, memory: int, revision: int, include_deleted: bool) -> MemoryRead:
-        return cast(MemoryRead, memories.get_version(self.conn, memory, revision, include_deleted))
+        return memories.get_version(self.conn, memory, revision, include_deleted)
 
-    def update(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written:
-        return cast(Written, self._change(memories.update, self.conn, self._store.limits, actor, memory, p))
+    def update(self, actor: Principal, memory: int, revision: int, change: MemoryChange) -> Written:
+        return self._change(memories.update, self.conn, self._store.limits, actor, memory, revision, change)
 
     def delete(self, actor: Principal, memory: int, revision: int) -> Deleted:
-        return cast(Deleted, self._change(memories.delete, self.conn, self._store.limits, actor, memory, revision))
+        return self._change(memories.delete, self.conn, self._store.limits, actor, memory, revision)
 
     def restore(self, actor: Principal, memory: int) -> Restored:
-        return cast(Restored, self._change(memories.restore, self.conn, self._store.limits, actor, memory))
+        return self._change(memories.restore, self.conn, self._store.limits, actor, memory)
 
     def history(self, memory: int) -> History:
-        return cast(History, memories.history(self.conn, memory))
+        return memories.history(self.conn, memory)
 
     def purge(self, actor: Principal, memory: int) -> str:
         return self._change(memories.purge, self.conn, actor, memory)
@@ -158,7 +160,7 @@ class Memories(_Repository):
         return memories.space_of(self.conn, memory)
 
     def page(self, flt: Filter, after: int | None, limit: int) -> MemoryPage:
-        return cast(MemoryPage, listing.list_memories(self.conn, flt, after, limit))
+        return listing.list_memories(self.conn, flt, after, limit)
 
     def selection(self, flt: Filter, after: int | None, limit: int) -> list[tuple[int, int]]:
         return listing.selection(self.conn, flt, after, limit)
@@ -176,7 +178,7 @@ class Sessions(_Repository):
         return int(found[0]), str(found[6])
 
     def get(self, session: str, visible: Visible) -> Session:
-        return cast(Session, sessions.shape(sessions.require(self.conn, session, visible), self.conn, visible))
+        return sessions.shape(sessions.require(self.conn, session, visible), self.conn, visible)
 
     def existing(self, harness: str, harness_session: str | None) -> int | None:
         return sessions.existing(self.conn, harness, harness_session)
@@ -184,20 +186,20 @@ class Sessions(_Repository):
     def lineage(self, n: int, visible: Visible) -> list[int]:
         return sessions.lineage(self.conn, n, visible)
 
-    def start(self, actor: Principal, p: dict[str, Any]) -> SessionStarted:
-        return cast(SessionStarted, self._change(sessions.start, self.conn, actor, p))
+    def start(self, actor: Principal, new: NewSession) -> SessionStarted:
+        return self._change(sessions.start, self.conn, actor, new)
 
     def end(self, actor: Principal, n: int) -> SessionEnded:
-        return cast(SessionEnded, self._change(sessions.end, self.conn, actor, n))
+        return self._change(sessions.end, self.conn, actor, n)
 
-    def page(self, p: dict[str, Any], visible: Visible, after: int | None, limit: int) -> SessionPage:
-        return cast(SessionPage, sessions.list_sessions(self.conn, p, visible, after, limit))
+    def page(self, query: SessionQuery, visible: Visible, after: int | None, limit: int) -> SessionPage:
+        return sessions.list_sessions(self.conn, query, visible, after, limit)
 
-    def chain(self, n: int, visible: Visible) -> dict[str, Any]:
+    def chain(self, n: int, visible: Visible) -> Chain:
         return sessions.chain(self.conn, n, visible)
 
     def purge(self, actor: Principal, n: int) -> SessionPurged:
-        return cast(SessionPurged, self._change(sessions.purge, self.conn, actor, n))
+        return self._change(sessions.purge, self.conn, actor, n)
 
 
 class Clients(_Repository):
@@ -210,16 +212,16 @@ class Clients(_Repository):
         clients.recheck(self.conn, principal)
 
     def add(self, actor: Principal, name: str, grants: list[dict[str, str]], ttl: int | None) -> ClientAdded:
-        return cast(ClientAdded, self._change(clients.add_client, self.conn, actor, name, grants, ttl))
+        return self._change(clients.add_client, self.conn, actor, name, grants, ttl)
 
     def page(self, after: int | None, limit: int) -> ClientPage:
-        return cast(ClientPage, clients.list_clients(self.conn, after, limit))
+        return clients.list_clients(self.conn, after, limit)
 
     def remove(self, actor: Principal, name: str) -> ClientRemoved:
-        return cast(ClientRemoved, self._change(clients.remove_client, self.conn, actor, name))
+        return self._change(clients.remove_client, self.conn, actor, name)
 
 
-def _recalled(conn: Connection, actor: Principal, query_sha256: str, hits: list[dict[str, Any]]) -> None:
+def _recalled(conn: Connection, actor: Principal, query_sha256: str, hits: Sequence[SearchHit]) -> None:
     with atomic(conn):
         for hit in hits:
             data = {"query_sha256": query_sha256, "hash": "sha256", "score": hit["score"], "space": hit["space"]}
@@ -234,20 +236,19 @@ class Events(_Repository):
              spaces: tuple[str, ...]) -> EventPage:  # fmt: skip
         """Newest first below `before`: a page of `limit`, and the id to pass as `before` for the next."""
         found = audit.list_events(self.conn, keep, before=before, limit=limit, types=types, spaces=spaces)
-        page = found[:limit]
-        return {"events": [cast(Event, audit.shown(e)) for e in page],
-                "next": page[-1]["id"] if len(found) > limit else None}  # fmt: skip
+        events = [audit.shown(e) for e in found[:limit]]
+        return {"events": events, "next": events[-1]["id"] if len(found) > limit else None}
 
     def after(self, keep: Keep, after: int, limit: int, types: tuple[str, ...],
               spaces: tuple[str, ...]) -> list[Event]:  # fmt: skip
         """Oldest first above `after`, at most `limit` + 1."""
         found = audit.list_events(self.conn, keep, after=after, limit=limit, types=types, spaces=spaces)
-        return [cast(Event, audit.shown(e)) for e in found]
+        return [audit.shown(e) for e in found]
 
     def newest(self) -> int:
         return int(scalar(self.conn, "SELECT COALESCE(MAX(id), 0) FROM events"))
 
-    def recalled(self, actor: Principal, query_sha256: str, hits: list[dict[str, Any]]) -> None:
+    def recalled(self, actor: Principal, query_sha256: str, hits: Sequence[SearchHit]) -> None:
         """One `memory.recalled` event per hit, together (docs/governance.md)."""
         self._change(_recalled, self.conn, actor, query_sha256, hits)
 
@@ -289,35 +290,37 @@ class Vectors(_Repository):
 class Governance(_Repository):
     __slots__ = ()
 
-    def capture(self, actor: Principal, p: dict[str, Any], session: int | None, flt: Filter) -> Captured:
-        return cast(Captured, self._change(governance.capture, self.conn, self._store.limits, actor, p, session, flt))
+    def capture(self, actor: Principal, new: NewMemory, session: int | None, flt: Filter) -> Captured:
+        return self._change(governance.capture, self.conn, self._store.limits, actor, new, session, flt)
 
-    def confirm(self, actor: Principal, memory: int, p: dict[str, Any]) -> Written:
-        return cast(Written, self._change(governance.confirm, self.conn, self._store.limits, actor, memory, p))
+    def confirm(self, actor: Principal, memory: int, revision: int, change: MemoryChange) -> Written:
+        return self._change(governance.confirm, self.conn, self._store.limits, actor, memory, revision, change)
 
     def review(self, flt: Filter, after: int | None, limit: int) -> MemoryPage:
-        return cast(MemoryPage, governance.review(self.conn, flt, after, limit))
+        return governance.review(self.conn, flt, after, limit)
 
-    def challenge(self, actor: Principal, memory: int, p: dict[str, Any], replacement: int | None) -> Challenged:
+    def challenge(self, actor: Principal, memory: int, revision: int, outcome: str, reason: str | None,
+                  confirm: bool, replacement: int | None) -> Challenged:  # fmt: skip
         limits = self._store.limits
-        return cast(Challenged, self._change(governance.challenge, self.conn, limits, actor, memory, p, replacement))
+        return self._change(governance.challenge, self.conn, limits, actor, memory, revision, outcome, reason,
+                            confirm, replacement)  # fmt: skip
 
     def archive(self, actor: Principal, memory: int, revision: int) -> Restored:
         limits = self._store.limits
-        return cast(Restored, self._change(governance.archive, self.conn, limits, actor, memory, revision))
+        return self._change(governance.archive, self.conn, limits, actor, memory, revision)
 
     def relate(self, actor: Principal, source: int, target: int, relation: str, reason: str | None) -> Relating:
-        return cast(Relating, self._change(governance.relate, self.conn, actor, source, target, relation, reason))
+        return self._change(governance.relate, self.conn, actor, source, target, relation, reason)
 
     def unrelate(self, actor: Principal, source: int, target: int, relation: str) -> Relating:
-        return cast(Relating, self._change(governance.unrelate, self.conn, actor, source, target, relation))
+        return self._change(governance.unrelate, self.conn, actor, source, target, relation)
 
     def move(self, actor: Principal, memory: int, revision: int, space: str) -> Moved:
         limits = self._store.limits
-        return cast(Moved, self._change(governance.move, self.conn, limits, actor, memory, revision, space))
+        return self._change(governance.move, self.conn, limits, actor, memory, revision, space)
 
     def audit(self, memory: int, before: int | None, limit: int) -> EventPage:
-        return cast(EventPage, governance.audit_events(self.conn, memory, before, limit))
+        return governance.audit_events(self.conn, memory, before, limit)
 
     def audited_space(self, memory: int) -> str | None:
         return governance.audited_space(self.conn, memory)

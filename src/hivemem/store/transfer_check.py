@@ -102,15 +102,18 @@ class Scanned:
         pass
 
 
+Item = dict[str, Any]  # a checked item of a document: its members as docs/operations.md describes them
+
+
 @dataclass
 class Document:
     """A validated document: its items, the session numbers given to its sessions while it is applied, and
     the secret scan of its memories, which may still be running (`scan`; D201)."""
 
     store_id: str
-    memories: list[dict[str, Any]]
-    relations: list[dict[str, Any]]
-    sessions: list[dict[str, Any]]
+    memories: list[Item]
+    relations: list[Item]
+    sessions: list[Item]
     session_ids: dict[str, int] = field(default_factory=dict)
     scan: Scan = field(default_factory=Scanned)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from hivemem.errors import InvalidParams
 from hivemem.records import HygieneFinding
@@ -41,18 +40,18 @@ OUTCOME_WORDS = {"superseded": "superseded", "stale": "stale", "wrong": "wrong",
                  "needs_review": "needing review"}  # fmt: skip
 
 
-def say(verb: str, params: dict[str, Any]) -> str:
+def say(verb: str, params: Mapping[str, object]) -> str:
     """A fix as a person says it: `Mark m11 as a duplicate of m9`, never the verb call."""
     source, target = params.get("source", ""), params.get("target", "")
     if verb == "memory.relate":
-        return f"Mark {source} {RELATION_WORDS.get(params.get('relation', ''), 'as related to')} {target}"
+        return f"Mark {source} {RELATION_WORDS.get(str(params.get('relation', '')), 'as related to')} {target}"
     if verb == "memory.unrelate":
         return f"Remove the {params.get('relation', '')} relation from {source} to {target}"
     if verb == "memory.archive":
         return f"Archive {params.get('id', '')}"
     if verb == "memory.challenge":
         by = f" by {params['replacement']}" if params.get("replacement") else ""
-        return f"Mark {params.get('id', '')} as {OUTCOME_WORDS.get(params.get('outcome', ''), 'challenged')}{by}"
+        return f"Mark {params.get('id', '')} as {OUTCOME_WORDS.get(str(params.get('outcome', '')), 'challenged')}{by}"
     if verb == "memory.purge":
         return f"Purge {params.get('id', '')} for good (on its page)"
     return verb
@@ -127,7 +126,7 @@ def fix(owner: Owner, req: Request) -> Response:
     verb = req.field("verb") or ""
     if verb not in FIXES:
         raise InvalidParams("range", f"verb must be one of {', '.join(FIXES)}", param="verb")
-    params: dict[str, Any] = {k: v for k in FIELDS if (v := req.field(k))}
+    params: dict[str, object] = {k: v for k in FIELDS if (v := req.field(k))}
     if "revision" in params:
         params["revision"] = req.integer("revision")
     if req.field("confirm") == "1":

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -25,6 +25,7 @@ LINGER_S, LINGER_BYTES = 2.0, 1 << 20  # what is read and dropped before closing
 BUSY = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 LENGTH = re.compile(r"[0-9]{1,15}")
 Server = TypeVar("Server", bound="BoundedServer")
+Request = socket.socket | tuple[bytes, socket.socket]  # what socketserver hands a server (a socket, here)
 
 
 class Deadline(io.RawIOBase):
@@ -58,9 +59,10 @@ class BoundedServer(HTTPServer):
         super().__init__(address, handler)
         self.slots, self.read_timeout = slots, read_timeout
 
-    def process_request(self, request: Any, client_address: Any) -> None:
+    def process_request(self, request: Request, client_address: object) -> None:
         if not self.slots.acquire(blocking=False):
-            _busy(request)
+            if isinstance(request, socket.socket):  # always, on a stream server (a datagram one hands a tuple)
+                _busy(request)
             self.shutdown_request(request)
             return
         try:
@@ -70,7 +72,7 @@ class BoundedServer(HTTPServer):
             self.shutdown_request(request)
             raise
 
-    def _serve(self, request: Any, client_address: Any) -> None:
+    def _serve(self, request: Request, client_address: object) -> None:
         try:
             self.finish_request(request, client_address)
         except Exception:

@@ -24,20 +24,18 @@ import os
 import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from hivemem.errors import Failed, HivememError, Unavailable
-from hivemem.store.connection import Dialect, Key, Lock, Locking
+from hivemem.store.connection import Args, Dialect, Key, Lock, Locking, Row
 
 WRITE_LOCK = 0x48564D4D  # "HVMM": the event chain's advisory lock, held from a verb's first event to its commit
 KEYED_LOCK = 0x48564D4B  # "HVMK": advisory locks on one value a verb looks up before it inserts (two-key form)
 NOTIFY_CHANNEL = "hivemem_events"
-Row = tuple[Any, ...]
-Special = Callable[["Connection", Sequence[Any]], list[Row]]
+Special = Callable[["Connection", Args], list[Row]]
 
 # The statements PostgreSQL spells differently, by name (D358).
 DIALECT = Dialect(
@@ -163,10 +161,11 @@ class Connection:
         self._release = False  # a savepoint's RELEASE not sent yet (a round trip, under the chain's lock)
         self.pg = self._open()
 
-    def _open(self) -> psycopg.Connection[Any]:
+    def _open(self) -> psycopg.Connection[Row]:
         try:
-            timeout: dict[str, Any] = {} if "connect_timeout" in conninfo_to_dict(self.url) else {"connect_timeout": 10}
-            conn = psycopg.connect(self.url, autocommit=True, application_name="hivemem", **timeout)
+            given = "connect_timeout" in conninfo_to_dict(self.url)  # the URL's own (a mounted team store's) is kept
+            url = self.url if given else make_conninfo(self.url, connect_timeout=10)
+            conn = psycopg.connect(url, autocommit=True, application_name="hivemem")
         except psycopg.Error as exc:
             raise unreachable(exc) from None
         if self.timeout_ms:
@@ -193,10 +192,10 @@ class Connection:
     def changes(self) -> int:
         return self._changes
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> Cursor:
+    def execute(self, sql: str, args: Args = ()) -> Cursor:
         return self._execute(sql, args, "")
 
-    def locked(self, lock: Locking, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+    def locked(self, lock: Locking, sql: str, args: Args = ()) -> list[Row]:
         """A statement under the lock it declares (D356), inside a verb's transaction: a row lock is its clause,
         the others are taken before it and held to the transaction's end. Elsewhere (a reader's snapshot, no
         transaction) there is nothing to hold it for."""
@@ -215,7 +214,7 @@ class Connection:
             self._lock_tables(TABLES[lock])
         return ROWS.get(lock, "") if isinstance(lock, Lock) else ""
 
-    def _execute(self, sql: str, args: Sequence[Any], clause: str) -> Cursor:
+    def _execute(self, sql: str, args: Args, clause: str) -> Cursor:
         special = SPECIALS.get(sql)
         if special is not None:
             return Cursor(special(self, args))
@@ -240,20 +239,20 @@ class Connection:
             self.indexed = self._last_id if searched else None
         return Cursor(rows)
 
-    def defined(self, call: str, args: Sequence[Any]) -> list[Row]:
+    def defined(self, call: str, args: Sequence[object]) -> list[Row]:
         """A statement the schema owner's function runs (DEFINED); its count of rows is `changes()`."""
         rows = self.run(call, args)
         self._changes = int(rows[0][0] or 0)
         return []
 
-    def _with_terms(self, sql: str, text: str, args: Sequence[Any]) -> tuple[str, Sequence[Any], bool]:
+    def _with_terms(self, sql: str, text: str, args: Args) -> tuple[str, Args, bool]:
         """A new live, active memory's INSERT with its search terms in the row (D211): the index's statement that
         follows it then has nothing left to read or write."""
         if DOCUMENT is None or not self._writing or not sql.startswith(NEW_MEMORY) or args[NEW_STATUS] != "active":
             return text, args, False
         text = text.replace(") VALUES (", ", search) VALUES (", 1)
         text = text.replace(") ON CONFLICT", ", %s::tsvector) ON CONFLICT", 1)
-        return text, (*args, DOCUMENT(args[NEW_TITLE], args[NEW_CONTENT], args[NEW_TAGS])), True
+        return text, (*args, DOCUMENT(str(args[NEW_TITLE]), str(args[NEW_CONTENT]), str(args[NEW_TAGS]))), True
 
     def _statement(self, sql: str, bound: bool, clause: str) -> str:
         """The PostgreSQL text of a statement, with what a verb's transaction adds to it."""
@@ -284,7 +283,7 @@ class Connection:
             self.run(call)
             self._tables = True
 
-    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> Cursor:
+    def executemany(self, sql: str, seq: Sequence[Args]) -> Cursor:
         rows: list[Row] = []
         for args in seq:
             rows += self.execute(sql, args).fetchall()
@@ -292,8 +291,8 @@ class Connection:
             self.run("SELECT hivemem_memories_past_ids()")
         return Cursor(rows)
 
-    def run(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
-        """A PostgreSQL statement, its parameters bound by the server; errors as the wire's."""
+    def run(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """A PostgreSQL statement, its parameters bound by the server (arrays too); errors as the wire's."""
         if self.guard is not None:
             self.guard(sql)
         if self._release and sql not in ("COMMIT", "ROLLBACK"):

@@ -5,18 +5,18 @@ rebuilt on request, and backup deferred to pg_dump (D155)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 from hivemem.auth import Principal
 from hivemem.errors import Unsupported
-from hivemem.records import BackupMade, CheckReport, Exported, Imported, Repair
+from hivemem.records import BackupMade, CheckReport, Exported, Finding, Imported, Repair
 from hivemem.store.base import Visible
 from hivemem.store.limits import Limits
 from hivemem.store.postgres import roles, search
 from hivemem.store.postgres.conn import Connection
 from hivemem.store.sqlite import integrity, transfer
 from hivemem.store.sqlite.db import atomic, snapshot
-from hivemem.store.sqlite.integrity import Finding, finding
+from hivemem.store.sqlite.integrity import finding
 from hivemem.store.transfer_check import Document
 
 
@@ -74,25 +74,21 @@ def foreign_keys(conn: Connection) -> list[Finding]:
     return []  # PostgreSQL enforces them on every statement; there is nothing to find
 
 
-def _pg(check: Callable[[Connection], list[Finding]]) -> Callable[[Any], list[Finding]]:
-    return lambda conn: check(cast(Connection, conn))
-
-
-CHECKS: dict[str, Callable[[Any], list[Finding]]] = {
-    "fts.missing": _pg(search_missing),
-    "fts.orphaned": _pg(search_orphaned),
-    "fts.mismatched": _pg(search_mismatched),
+CHECKS: dict[str, Callable[[Connection], list[Finding]]] = {
+    "fts.missing": search_missing,
+    "fts.orphaned": search_orphaned,
+    "fts.mismatched": search_mismatched,
     "tags.invalid": integrity.tags_invalid,
     "vectors.length": integrity.vectors_length,
     "events.chain": integrity.events_chain,
-    "store.role_rights": _pg(role_rights),
+    "store.role_rights": role_rights,
 }
 SEARCH = {name: CHECKS[name] for name in ("fts.missing", "fts.orphaned", "fts.mismatched")}
 
 
-def run(conn: Connection, checks: dict[str, Callable[[Any], list[Finding]]]) -> list[Finding]:
+def run(conn: Connection, checks: dict[str, Callable[[Connection], list[Finding]]]) -> list[Finding]:
     """The shared check loop; any failure of a check here (the server's or the adapter's) is its finding."""
-    return integrity.run(cast(Any, conn), checks, errors=(Exception,))
+    return integrity.run(conn, checks, errors=(Exception,))
 
 
 class PostgresOperations:
@@ -107,23 +103,23 @@ class PostgresOperations:
     def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
                include_deleted: bool, sessions: Visible | None) -> Exported:  # fmt: skip
         result = transfer.export(self._store.conn, actor, dest, keep, spaces, include_deleted, sessions)
-        return cast(Exported, result)
+        return result
 
     def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported:
         if dry_run:
-            return cast(Imported, transfer.dry_run(self._store.conn, doc))
-        return cast(Imported, transfer.apply(self._store.conn, self._store.limits, actor, doc))
+            return transfer.dry_run(self._store.conn, doc)
+        return transfer.apply(self._store.conn, self._store.limits, actor, doc)
 
     def check(self) -> CheckReport:
         conn = self._store.conn
         with snapshot(conn):
-            return cast(CheckReport, integrity.report(run(conn, CHECKS)))
+            return integrity.report(run(conn, CHECKS))
 
     def repair_fts(self, apply: bool) -> Repair:
         """The search column rebuilt from the rows (nothing to back up: the rows are not touched)."""
         conn = self._store.conn
         if not apply:
-            return cast(Repair, {"applied": False, "findings": run(conn, SEARCH)})
+            return {"applied": False, "findings": run(conn, SEARCH)}
         with atomic(conn):
             # no other machine changes a memory while the column is rebuilt (reads go on), so no row it skips or
             # indexes is deleted, archived or edited under it (D208)
@@ -133,7 +129,7 @@ class PostgresOperations:
             ids = [int(r[0]) for r in conn.run("SELECT id FROM memories WHERE deleted IS NULL AND status = 'active'")]
             for memory in ids:
                 search.index(conn, memory)
-        return cast(Repair, {"applied": True, "findings": before, "indexed": len(ids)})
+        return {"applied": True, "findings": before, "indexed": len(ids)}
 
     def backup(self, dest: str) -> BackupMade:
         raise backup_deferred()

@@ -20,19 +20,19 @@ import time
 import weakref
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any, cast
 
 import apsw
 
+from hivemem.records import Hit, MemoryRead
+from hivemem.store.connection import Args, Row, Value
 from hivemem.store.filters import Filter
 from hivemem.store.postgres import conn as conn_module
-from hivemem.store.postgres.conn import SPECIALS, Connection, Row
+from hivemem.store.postgres.conn import SPECIALS, Connection
 from hivemem.store.sqlite import search as sqlite_search
 from hivemem.store.sqlite.db import harden, snapshot
 from hivemem.store.sqlite.filters import condition
 from hivemem.store.sqlite.fts5 import MARK, prepare
-from hivemem.store.sqlite.listing import item
-from hivemem.store.sqlite.memories import COLUMNS, INDEX, shape
+from hivemem.store.sqlite.memories import COLUMNS, INDEX, item, shape
 
 LIST_MAX = sqlite_search.LIST_MAX
 PAGE_COLUMNS = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
@@ -42,7 +42,7 @@ MAX_LEXEME = 2046
 
 _lock = threading.Lock()
 _side: apsw.Connection | None = None
-_split_words: Any = None
+_split_words: apsw.FTS5Tokenizer | None = None
 
 
 def tokens(text: str, *, query: bool) -> list[str]:
@@ -58,7 +58,7 @@ def tokens(text: str, *, query: bool) -> list[str]:
             _split_words = _side.fts5_tokenizer("hivemem", ["porter", "unicode61", "remove_diacritics", "2"])
         flags = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
         found = _split_words(text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)
-    return [t for t in cast(list[str], found) if t and len(t.encode("utf-8")) <= MAX_LEXEME]
+    return [t for t in found if isinstance(t, str) and t and len(t.encode("utf-8")) <= MAX_LEXEME]
 
 
 def _quote(lexeme: str) -> str:
@@ -99,26 +99,35 @@ def unindex(conn: Connection, memory: int) -> None:
     conn.run("UPDATE memories SET search = NULL WHERE id = %s AND search IS NOT NULL", (memory,))
 
 
-def _add(conn: Connection, args: Sequence[Any]) -> list[Row]:
-    memory, inserted = int(args[0]), conn.indexed
+def _number(value: Value) -> int:
+    """An id or a count the portable statement bound (an int)."""
+    if not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _add(conn: Connection, args: Args) -> list[Row]:
+    memory, inserted = _number(args[0]), conn.indexed
     conn.indexed = None
     if memory != inserted:  # not the row the statement before inserted with its terms (D211)
         index(conn, memory)
     return []
 
 
-def _remove(conn: Connection, args: Sequence[Any]) -> list[Row]:
-    unindex(conn, int(args[0]))
+def _remove(conn: Connection, args: Args) -> list[Row]:
+    unindex(conn, _number(args[0]))
     return []
 
 
-def _add_range(conn: Connection, args: Sequence[Any]) -> list[Row]:
-    for (memory,) in conn.run("SELECT id FROM memories WHERE id BETWEEN %s AND %s", (int(args[0]), int(args[1]))):
+def _add_range(conn: Connection, args: Args) -> list[Row]:
+    for (memory,) in conn.run(
+        "SELECT id FROM memories WHERE id BETWEEN %s AND %s", (_number(args[0]), _number(args[1]))
+    ):
         index(conn, int(memory))
     return []
 
 
-def _live_duplicate(conn: Connection, args: Sequence[Any]) -> list[Row]:
+def _live_duplicate(conn: Connection, args: Args) -> list[Row]:
     found = conn.run("SELECT id FROM memories WHERE space = %s AND content_sha256 = %s AND deleted IS NULL",
                      (args[0], args[1]))  # fmt: skip
     return [(args[0], args[1], found[0][0] if found else None)]
@@ -127,7 +136,7 @@ def _live_duplicate(conn: Connection, args: Sequence[Any]) -> list[Row]:
 TERM = re.compile(r'"((?:[^"]|"")*)"')
 
 
-def _match_limit(conn: Connection, args: Sequence[Any]) -> list[Row]:
+def _match_limit(conn: Connection, args: Args) -> list[Row]:
     """Capture's candidate lookup (`search.sharing`): an FTS5 expression of quoted terms, some of them space
     tokens, answered by the same terms in PostgreSQL."""
     quoted = [t.replace('""', '"') for t in TERM.findall(str(args[0]))]
@@ -137,8 +146,8 @@ def _match_limit(conn: Connection, args: Sequence[Any]) -> list[Row]:
         return []
     if spaces:
         sql = "SELECT id FROM memories WHERE search @@ %s::tsquery AND space = ANY(%s) LIMIT %s"
-        return conn.run(sql, (q, spaces, int(args[1])))
-    return conn.run("SELECT id FROM memories WHERE search @@ %s::tsquery LIMIT %s", (q, int(args[1])))
+        return conn.run(sql, (q, spaces, _number(args[1])))
+    return conn.run("SELECT id FROM memories WHERE search @@ %s::tsquery LIMIT %s", (q, _number(args[1])))
 
 
 conn_module.DOCUMENT = document
@@ -190,7 +199,7 @@ def ranked(conn: Connection, words: list[str], flt: Filter, limit: int = LIST_MA
     return [int(r[0]) for r in rows]
 
 
-def _ranking(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[str, list[Any]] | None:
+def _ranking(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[str, list[Value]] | None:
     """The statement ranking the filter's live, active memories for the words, as `(id, score, N)` rows best
     first, and its arguments; None when nothing can match. Each term's `ts_rank` (title 5, tags 3, content 1,
     length-normalized) times its bm25 inverse document frequency, summed, so a rare term counts for more than
@@ -245,7 +254,7 @@ def _remember_total(conn: Connection, spaces: tuple[str, ...] | None, rows: Sequ
         known[spaces] = (time.monotonic(), int(rows[0][-1]))
 
 
-def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
+def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[Hit]:
     """The best `limit` memories the filter admits, best first, as list items with FTS5's snippet: one
     statement ranks them and reads their rows, so it needs no snapshot around it."""
     statement = _ranking(conn, words, flt, min(limit, LIST_MAX))
@@ -267,7 +276,7 @@ def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[di
     return out
 
 
-def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[MemoryRead], int]:
     if not words:
         return [], 0
     with snapshot(conn):

@@ -16,12 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 
 from hivemem.auth import Readable
-from hivemem.records import Hit, SpacePage, Status
+from hivemem.records import Hit, MemoryRead, SpacePage, Status
 from hivemem.store import repositories
 from hivemem.store.connection import scalar
 from hivemem.store.filters import Filter
@@ -233,7 +233,7 @@ class PostgresStore:
         return {"role": role, "excess": roles.excess(pg, role)}
 
     def spaces(self, flt: Filter, after: str | None, limit: int) -> SpacePage:
-        return cast(SpacePage, listing.spaces(self.conn, flt, after, limit))
+        return listing.spaces(self.conn, flt, after, limit)
 
     def status(self, readable: Readable, sessions: tuple[bool, frozenset[int], str | None],
                with_path: bool) -> Status:  # fmt: skip
@@ -244,7 +244,7 @@ class PostgresStore:
         if with_path:
             size = int(self.conn.run("SELECT pg_database_size(current_database())")[0][0])
             out = {"path": self.path, **out, "bytes": size}
-        return cast(Status, out)
+        return out
 
     def close(self, *, checkpoint: bool = False, moved: bool = False) -> None:
         self.conn.close()
@@ -264,12 +264,12 @@ class PostgresSearch:
         return self._store.conn
 
     def full_text(self, words: list[str], flt: Filter, limit: int) -> list[Hit]:
-        return cast(list[Hit], search.hits(self.conn, words, flt, limit))
+        return search.hits(self.conn, words, flt, limit)
 
-    def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[MemoryRead], int]:
         return search.matching(self.conn, words, flt, limit)
 
-    def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def newest(self, flt: Filter, limit: int) -> tuple[list[MemoryRead], int]:
         return portable.newest(self.conn, flt, limit)
 
     def ranked(self, words: list[str], flt: Filter) -> list[int]:
@@ -285,9 +285,9 @@ class PostgresSearch:
         return search.counts(self.conn, words, flt)
 
     def listed(self, words: list[str], ids: list[int], marked: set[int], flt: Filter) -> list[Hit]:
-        return cast(list[Hit], portable.listed(self.conn, words, ids, marked, flt))
+        return portable.listed(self.conn, words, ids, marked, flt)
 
-    def shaped(self, ids: list[int], flt: Filter) -> list[dict[str, Any]]:
+    def shaped(self, ids: list[int], flt: Filter) -> list[MemoryRead]:
         return portable.shaped(self.conn, ids, flt)
 
     @contextmanager

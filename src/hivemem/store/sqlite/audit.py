@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import cast
 
 from hivemem.auth import Principal
-from hivemem.store.connection import Connection, Lock
+from hivemem.records import Event
+from hivemem.store.connection import Connection, Lock, Value
 from hivemem.store.sqlite.db import Row, now, one
 
 ZERO = bytes(32)
 # json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), without building an encoder per call
 _compact = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 COLUMNS = "id, ts, type, principal, label, space, memory, session, revision, data"
+Data = Mapping[str, object]  # an event's `data`: a JSON object
 
 
-def event_object(row: Row) -> dict[str, Any]:
-    """An event as shown and as hashed: every member present, absent values null."""
+def event_object(row: Row) -> dict[str, object]:
+    """An event as `keep` sees it and as hashed: every member present, absent values null."""
     eid, ts, etype, principal, label, space, memory, session, revision, data = row[:10]
     return {
         "id": eid,
@@ -33,15 +36,15 @@ def event_object(row: Row) -> dict[str, Any]:
     }
 
 
-def canonical(row: Row) -> dict[str, Any]:
+def canonical(row: Row) -> dict[str, object]:
     """The event as hashed (docs/governance.md): the columns as stored, `data` parsed, absent values null."""
     keys = ("id", "ts", "type", "principal", "label", "space", "memory", "session", "revision", "data")
-    event = dict(zip(keys, row[:10], strict=True))
-    event["data"] = json.loads(event["data"])
+    event: dict[str, object] = dict(zip(keys, row[:10], strict=True))
+    event["data"] = json.loads(row[9])
     return event
 
 
-def link(previous: bytes, event: dict[str, Any]) -> bytes:
+def link(previous: bytes, event: Mapping[str, object]) -> bytes:
     """SHA-256 of the previous chain followed by the canonical JSON of this event."""
     return hashlib.sha256(previous + _compact(event).encode("utf-8")).digest()
 
@@ -55,7 +58,7 @@ def append(
     memory: int | None = None,
     session: int | None = None,
     revision: int | None = None,
-    data: dict[str, Any] | None = None,
+    data: Data | None = None,
 ) -> int:
     """Write one event inside the caller's transaction."""
     return append_many(conn, actor, [(etype, space, memory, session, revision, data)])
@@ -66,7 +69,7 @@ class Compact(str):
     caller writes its events' data from pieces)."""
 
 
-Pending = tuple[str, str | None, int | None, int | None, int | None, dict[str, Any] | Compact | None]
+Pending = tuple[str, str | None, int | None, int | None, int | None, Data | Compact | None]
 """An event to write: (type, space, memory, session, revision, data)."""
 
 
@@ -110,19 +113,19 @@ def _scalar(value: str | int | None) -> str:
     return _compact(value)
 
 
-def _plain(value: Any) -> bool:
+def _plain(value: object) -> bool:
     """Whether `value` comes back from its own JSON unchanged in encoding: every object key (at any depth) a
     string. (A non-string key is written as a string and so sorted as one once parsed, as the chain hashes it.)"""
-    if type(value) is dict:
+    if isinstance(value, dict) and type(value) is dict:
         return all(type(k) is str and _plain(v) for k, v in value.items())
-    if type(value) in (list, tuple):
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
         return all(_plain(v) for v in value)
     return value is None or type(value) in (str, int, float, bool)
 
 
-def shown(event: dict[str, Any]) -> dict[str, Any]:
+def shown(event: dict[str, object]) -> Event:
     """The event as printed: absent members omitted, `data` always present."""
-    return {k: v for k, v in event.items() if v is not None or k == "data"}
+    return cast(Event, {k: v for k, v in event.items() if v is not None or k == "data"})  # its members, in order
 
 
 def verify_chain(conn: Connection) -> int | None:
@@ -138,17 +141,17 @@ def verify_chain(conn: Connection) -> int | None:
 
 def list_events(
     conn: Connection,
-    keep: Any,
+    keep: Callable[[dict[str, object]], bool],
     *,
     after: int | None = None,
     before: int | None = None,
     limit: int = 50,
     types: tuple[str, ...] = (),
     spaces: tuple[str, ...] = (),
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Events kept by `keep(event)`, newest first below `before`, or oldest first above `after`."""
     clauses: list[str] = ["1"]
-    args: list[Any] = []
+    args: list[Value] = []
     if types:
         clauses.append(f"type IN ({','.join('?' * len(types))})")
         args.extend(types)
@@ -162,7 +165,7 @@ def list_events(
         clauses.append("id > ?")
         args.append(after)
     order = "ASC" if after is not None else "DESC"
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     cursor = conn.execute(f"SELECT {COLUMNS} FROM events WHERE {' AND '.join(clauses)} ORDER BY id {order}", args)
     try:
         for row in cursor:

@@ -19,6 +19,7 @@ import apsw
 from hivemem import progress
 from hivemem.errors import Conflict, Failed, HivememError, InvalidParams, Unsupported
 from hivemem.paths import create_temporary, fsync_dir
+from hivemem.records import BackupMade
 from hivemem.store import files
 from hivemem.store.sqlite import integrity, schema
 from hivemem.store.sqlite.db import Connection, all_rows, connect, now, open_file, scalar
@@ -28,7 +29,7 @@ COUNTED = ("memories", "memory_versions", "memory_relations", "sessions", "event
 REPAIR_PREFIX = ".bak-repair-"
 
 
-def backup(conn: Connection, dest: str, *, counts: bool = False) -> dict[str, object]:
+def backup(conn: Connection, dest: str, *, counts: bool = False) -> BackupMade:
     """A consistent copy of the store behind `conn` at `dest` (a new 0600 file); with `counts`, the copy must
     also hold as many canonical rows as the store (true only when no write can run in between)."""
     files.check_destination(dest)

@@ -7,11 +7,11 @@ import hashlib
 import hmac
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from hivemem import auth
 from hivemem.auth import TOKEN_RE, Principal
 from hivemem.errors import Conflict, Denied, NotFound
+from hivemem.records import ClientAdded, ClientPage, ClientRemoved
 from hivemem.store.connection import Connection, Key, Lock
 from hivemem.store.keys import new_secret
 from hivemem.store.sqlite import audit
@@ -59,7 +59,7 @@ def _client(conn: Connection, who: str, secret: str) -> Principal:
         raise _denied("invalid")
     if expires is not None and expires <= now():
         raise _denied("expired")
-    parsed: list[dict[str, Any]] = json.loads(grants)
+    parsed: list[dict[str, str]] = json.loads(grants)
     return auth.client(who, name, parsed)
 
 
@@ -70,7 +70,7 @@ def _expires(ttl: int | None) -> str | None:
 
 
 def add_client(conn: Connection, actor: Principal, name: str, grants: list[dict[str, str]],
-               ttl: int | None) -> dict[str, Any]:  # fmt: skip
+               ttl: int | None) -> ClientAdded:  # fmt: skip
     """A new client with a fresh principal `g<N>`; the token is returned once and only its hash kept."""
     secret = new_secret()
     with atomic(conn):
@@ -88,7 +88,7 @@ def add_client(conn: Connection, actor: Principal, name: str, grants: list[dict[
     return {"client": name, "principal": principal, "token": f"hm1.{principal}.{secret}", "expires": expires}
 
 
-def list_clients(conn: Connection, after: int | None, limit: int) -> dict[str, Any]:
+def list_clients(conn: Connection, after: int | None, limit: int) -> ClientPage:
     """Clients in the order they were made (by principal number), paged after `g<after>`; never a hash."""
     rows = all_rows(
         conn,
@@ -102,7 +102,7 @@ def list_clients(conn: Connection, after: int | None, limit: int) -> dict[str, A
             "next": page[-1][1] if len(rows) > limit else None}  # fmt: skip
 
 
-def remove_client(conn: Connection, actor: Principal, name: str) -> dict[str, Any]:
+def remove_client(conn: Connection, actor: Principal, name: str) -> ClientRemoved:
     """Delete the client; its token is then `denied.token` with reason `revoked`."""
     with atomic(conn):
         row = one(conn, "SELECT principal FROM clients WHERE name = ?", (name,), lock=Key("client", name))

@@ -4,9 +4,8 @@ BEGIN IMMEDIATE per verb, savepoints inside it."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import apsw
 
@@ -44,7 +43,7 @@ class Connection(apsw.Connection):
     begun: int | None = None
     dialect = DIALECT
 
-    def locked(self, lock: connection.Locking, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+    def locked(self, lock: connection.Locking, sql: str, args: connection.Args = ()) -> list[Row]:
         """Nothing to take: the writer's `BEGIN IMMEDIATE` holds the whole file to the end of the transaction, and
         a reader sees one snapshot (docs/decisions.md D356)."""
         return self.execute(sql, args).fetchall()

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hivemem.auth import Readable
+from hivemem.store.connection import Value
 from hivemem.store.filters import Filter
 
 
-def condition(flt: Filter, alias: str = "m") -> tuple[str, list[Any]]:
+def condition(flt: Filter, alias: str = "m") -> tuple[str, list[Value]]:
     """The filter as a SQL condition over the memories row `alias`, and its bound arguments."""
     clauses: list[str] = []
-    args: list[Any] = []
+    args: list[Value] = []
     if not flt.include_deleted:
         clauses.append(f"{alias}.deleted IS NULL")
     if flt.status is not None:
@@ -46,14 +45,14 @@ def condition(flt: Filter, alias: str = "m") -> tuple[str, list[Any]]:
     return " AND ".join(clauses) or "1", args
 
 
-def _in(clauses: list[str], args: list[Any], column: str, values: tuple[Any, ...] | None) -> None:
+def _in(clauses: list[str], args: list[Value], column: str, values: tuple[Value, ...] | None) -> None:
     if values is None:
         return
     clauses.append(f"{column} IN ({','.join('?' * len(values))})" if values else "0")
     args.extend(values)
 
 
-def _readable(clauses: list[str], args: list[Any], alias: str, readable: Readable) -> None:
+def _readable(clauses: list[str], args: list[Value], alias: str, readable: Readable) -> None:
     if readable.everything:
         return
     parts = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from itertools import pairwise
-from typing import Any, cast
+from typing import Any
 
 import apsw
 
@@ -46,8 +46,10 @@ def tokenizer_factory(conn: apsw.Connection, args: list[str]) -> Callable[[bytes
 
     def plain(utf8: bytes, flags: int) -> Tokens:
         if flags & aux:  # highlight and snippet need offsets; indexing and queries do not
-            return cast(Tokens, inner(utf8, flags, None))  # APSW returns a list
-        return cast(Tokens, inner(utf8, flags, None, include_offsets=False, include_colocated=False))
+            found = inner(utf8, flags, None)
+        else:
+            found = inner(utf8, flags, None, include_offsets=False, include_colocated=False)
+        return found if isinstance(found, list) else list(found)  # APSW returns a list
 
     # Called for every column of every indexed row: the common case (no CJK) stays one call into FTS5's own.
     def tokenize(utf8: bytes, flags: int, locale: str | None) -> Tokens:

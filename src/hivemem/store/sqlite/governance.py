@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, InvalidParams, NotFound
+from hivemem.records import Captured, Challenged, EventPage, MemoryPage, Moved, Related, Relating, Restored, Written
 from hivemem.search.terms import stopwords
-from hivemem.store.connection import Connection, Key, Lock
+from hivemem.store.base import MemoryChange, NewMemory
+from hivemem.store.connection import Connection, Key, Lock, Value
 from hivemem.store.filters import Filter
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, memories, search, vectors
 from hivemem.store.sqlite.db import all_rows, atomic, format_time, now, one, scalar
 from hivemem.store.sqlite.filters import condition
-from hivemem.store.sqlite.listing import item
-from hivemem.store.sqlite.memories import COLUMNS, capture_key, mid
+from hivemem.store.sqlite.memories import COLUMNS, capture_key, item, mid
 
 EXHAUSTIVE_MAX = 100  # spaces with at most this many active memories are compared in full (docs/governance.md)
 RELATED_MAX = 20
@@ -53,7 +53,7 @@ def candidates(conn: Connection, key: str, flt: Filter) -> list[int]:
     return search.sharing(conn, kept[:CANDIDATE_TERMS], flt, RELATED_MAX, RARE_TERMS)
 
 
-def related(conn: Connection, key: str, flt: Filter) -> tuple[list[dict[str, Any]], bool]:
+def related(conn: Connection, key: str, flt: Filter) -> tuple[list[Related], bool]:
     """Active memories the filter admits whose capture-key token sets are similar to `key`'s, and whether every
     one of them was compared (a space of at most 100) or only FTS candidates were."""
     where, args = condition(flt, "m")
@@ -74,21 +74,21 @@ def related(conn: Connection, key: str, flt: Filter) -> tuple[list[dict[str, Any
     return [{"id": mid(i), "similarity": round(s, 4)} for s, i in best], exhaustive
 
 
-def capture(conn: Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None,
-            flt: Filter) -> dict[str, Any]:  # fmt: skip
+def capture(conn: Connection, limits: Limits, actor: Principal, new: NewMemory, session: int | None,
+            flt: Filter) -> Captured:  # fmt: skip
     """A draft, unless a live memory of the space has the same capture key (then nothing is written)."""
-    key = capture_key(p["content"])
+    key = capture_key(new.content)
     with atomic(conn):
-        dup = _key_match(conn, p["space"], key)
+        dup = _key_match(conn, new.space, key)
         if dup is not None:
             return {"duplicate_of": mid(dup), "changed": False, "related": [], "exhaustive": True}
         found, exhaustive = related(conn, key, flt)
-        memory = memories.insert(conn, limits, actor, p, session, status="draft", action="capture")
+        memory = memories.insert(conn, limits, actor, new, session, status="draft", action="capture")
     return {"id": mid(memory), "revision": 1, "status": "draft", "changed": True, "related": found,
             "exhaustive": exhaustive, "independent": exhaustive and not found}  # fmt: skip
 
 
-def _current(conn: Connection, memory: int, revision: int) -> dict[str, Any]:
+def _current(conn: Connection, memory: int, revision: int) -> memories.Fields:
     f = memories._fields(memories.load(conn, memory, lock=Lock.ROW))
     memories._check_revision(memory, f["revision"], revision)
     return f
@@ -98,13 +98,14 @@ def _status_conflict(memory: int, status: str, wanted: str) -> Conflict:
     return Conflict("memory_status", f"{mid(memory)} is {status}, not {wanted}", id=mid(memory), status=status)
 
 
-def confirm(conn: Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any]) -> dict[str, Any]:
-    """A draft becomes active, user_confirmed, confidence 1.0, with any edits given."""
+def confirm(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int,
+            change: MemoryChange) -> Written:  # fmt: skip
+    """A draft becomes active, user_confirmed, confidence 1.0, with any edits given (content, title, kind, tags)."""
     with atomic(conn):
-        f = _current(conn, memory, p["revision"])
+        f = _current(conn, memory, revision)
         if f["status"] != "draft":
             raise _status_conflict(memory, f["status"], "draft")
-        edits = memories._changes(f, {k: p[k] for k in ("content", "title", "kind", "tags") if k in p})
+        edits = memories._changes(f, change)
         if "content" in edits:
             dup = memories._live_duplicate(conn, f["space"], memories.sha256(edits["content"]))
             if dup is not None and dup[0] != memory:
@@ -130,41 +131,40 @@ def _review_after(limits: Limits, kind: str) -> str | None:
     return format_time(datetime.now(UTC) + timedelta(days=days)) if days else None
 
 
-def _effect(limits: Limits, f: dict[str, Any], outcome: str) -> dict[str, Any]:
+def _effect(limits: Limits, f: memories.Fields, outcome: str) -> dict[str, Value]:
     """The columns an outcome sets (docs/governance.md)."""
     if outcome == "still_valid":
         return {"confidence_state": "user_confirmed", "review_after": _review_after(limits, f["kind"])}
     if outcome == "needs_review":
         return {"confidence_state": "needs_review"}
-    archived = {"status": "archived", "confidence_state": "deprecated"}
+    archived: dict[str, Value] = {"status": "archived", "confidence_state": "deprecated"}
     return archived | ({"confidence": 0.0} if outcome == "wrong" else {})
 
 
-def challenge(conn: Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any],
-              replacement: int | None) -> dict[str, Any]:  # fmt: skip
+def challenge(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int, outcome: str,
+              reason: str | None, confirm: bool, replacement: int | None) -> Challenged:  # fmt: skip
     """Apply an outcome; a destructive one without `confirm` is only previewed and writes nothing."""
-    outcome = p["outcome"]
     with atomic(conn):
-        f = _current(conn, memory, p["revision"])
+        f = _current(conn, memory, revision)
         if f["status"] != "active":
             raise _status_conflict(memory, f["status"], "active")
         if replacement is not None:
             _live_active(conn, replacement)
-        head = {"id": mid(memory), "revision": f["revision"], "outcome": outcome}
-        if outcome in DESTRUCTIVE and not p["confirm"]:
-            return {**head, "applied": False, "effect": "archive"}
+        if outcome in DESTRUCTIVE and not confirm:
+            return {"id": mid(memory), "revision": f["revision"], "outcome": outcome, "applied": False,
+                    "effect": "archive"}  # fmt: skip
         new = _effect(limits, f, outcome)
         if new.get("status") == "archived":
             memories.unindex(conn, memory)
         f.update(new)
         memories._bump(conn, f, actor, ", ".join(f"{k} = ?" for k in new), tuple(new.values()))
         memories._version(conn, limits, f, "challenge", actor)
-        data: dict[str, Any] = {"outcome": outcome, "fields": sorted(new)}
-        if p.get("reason"):
-            data["reason"] = p["reason"]
+        data: dict[str, object] = {"outcome": outcome, "fields": sorted(new)}
+        if reason:
+            data["reason"] = reason
         if replacement is not None:
             data["replacement"] = mid(replacement)
-            _link(conn, actor, replacement, memory, "supersedes", p.get("reason"))
+            _link(conn, actor, replacement, memory, "supersedes", reason)
         audit.append(conn, "memory.challenged", actor, space=f["space"], memory=memory, revision=f["revision"],
                      data=data)  # fmt: skip
     return {"id": mid(memory), "revision": f["revision"], "outcome": outcome, "applied": True}
@@ -176,7 +176,7 @@ def _live_active(conn: Connection, memory: int) -> None:
         raise NotFound("memory", f"{mid(memory)} is not a live active memory", id=mid(memory), param="replacement")
 
 
-def archive(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> dict[str, Any]:
+def archive(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> Restored:
     """Archive a live memory (active or draft); an archived one is returned as it is."""
     with atomic(conn):
         f = _current(conn, memory, revision)
@@ -208,7 +208,7 @@ def _link(conn: Connection, actor: Principal, source: int, target: int, relation
 
 
 def relate(conn: Connection, actor: Principal, source: int, target: int, relation: str,
-           reason: str | None) -> dict[str, Any]:  # fmt: skip
+           reason: str | None) -> Relating:  # fmt: skip
     """Record `source relation target` between two live memories."""
     if source == target:
         raise InvalidParams("range", "a memory cannot be related to itself", param="target")
@@ -219,7 +219,7 @@ def relate(conn: Connection, actor: Principal, source: int, target: int, relatio
     return {"source": mid(source), "target": mid(target), "relation": relation, "changed": changed}
 
 
-def unrelate(conn: Connection, actor: Principal, source: int, target: int, relation: str) -> dict[str, Any]:
+def unrelate(conn: Connection, actor: Principal, source: int, target: int, relation: str) -> Relating:
     """Remove a relation; one that is not there is `changed: false`."""
     with atomic(conn):
         conn.execute(
@@ -235,7 +235,7 @@ def unrelate(conn: Connection, actor: Principal, source: int, target: int, relat
 
 
 def move(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int,
-         space: str) -> dict[str, Any]:  # fmt: skip
+         space: str) -> Moved:  # fmt: skip
     """A new memory in `space` with the old one's fields and author; the old one soft-deleted; one transaction."""
     with atomic(conn):
         f = _current(conn, memory, revision)
@@ -244,9 +244,11 @@ def move(conn: Connection, limits: Limits, actor: Principal, memory: int, revisi
         dup = memories._live_duplicate(conn, space, memories.sha256(f["content"]))
         if dup is not None:
             raise Conflict("memory_duplicate", f"{mid(dup[0])} already holds this content", id=mid(dup[0]))
-        copy = {k: f[k] for k in memories.EDITABLE}
-        copy.update(space=space, tags=f["tags"].split(), provenance=json.loads(f["provenance"] or "null"))
-        data: dict[str, Any] = {"from": mid(memory)}
+        copy = NewMemory(space, f["content"], kind=f["kind"], title=f["title"], tags=f["tags"].split(),
+                         source=f["source"], provenance=json.loads(f["provenance"] or "null"),
+                         confidence=f["confidence"], confidence_state=f["confidence_state"],
+                         review_after=f["review_after"], expires_at=f["expires_at"])  # fmt: skip
+        data: dict[str, object] = {"from": mid(memory)}
         if f["status"] == "archived":  # the new memory is restored to what the old one was before its archive
             data["was"] = memories.unarchived_status(conn, memory)
         created = memories.insert(conn, limits, actor, copy, f["session"], status=f["status"], action="move",
@@ -254,12 +256,12 @@ def move(conn: Connection, limits: Limits, actor: Principal, memory: int, revisi
         memories.unindex(conn, memory)
         memories._bump(conn, f, actor, "deleted = ?", (now(),))
         memories._version(conn, limits, f, "move", actor)
-        data = {"to": mid(created), "space": space}
-        audit.append(conn, "memory.moved", actor, space=f["space"], memory=memory, revision=f["revision"], data=data)
+        moved = {"to": mid(created), "space": space}
+        audit.append(conn, "memory.moved", actor, space=f["space"], memory=memory, revision=f["revision"], data=moved)
     return {"id": mid(created), "from": mid(memory), "revision": 1}
 
 
-def due_key(fields: dict[str, Any], at: str) -> str:
+def due_key(fields: memories.Fields, at: str) -> str:
     """When a memory fell due: its earliest passed review or expiry time (needs_review: its last change)."""
     times = [fields[k] for k in ("review_after", "expires_at") if fields[k] and fields[k] <= at]
     if fields["confidence_state"] == "needs_review":
@@ -267,7 +269,7 @@ def due_key(fields: dict[str, Any], at: str) -> str:
     return str(min(times) if times else fields["updated"])
 
 
-def review(conn: Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
+def review(conn: Connection, flt: Filter, after: int | None, limit: int) -> MemoryPage:
     """Live active memories due for review or expired, oldest due first, paged after a memory id."""
     at = now()
     where, args = condition(flt, "m")
@@ -302,10 +304,10 @@ def audited_space(conn: Connection, memory: int) -> str | None:
     return str(row[0]) if row else None
 
 
-def audit_events(conn: Connection, memory: int, before: int | None, limit: int) -> dict[str, Any]:
+def audit_events(conn: Connection, memory: int, before: int | None, limit: int) -> EventPage:
     """The memory's events, newest first, paged below an event id."""
     sql = f"SELECT {audit.COLUMNS} FROM events WHERE memory = ?" + (" AND id < ?" if before else "")
-    args: tuple[Any, ...] = (memory, before) if before else (memory,)
+    args: tuple[Value, ...] = (memory, before) if before else (memory,)
     rows = all_rows(conn, sql + " ORDER BY id DESC LIMIT ?", (*args, limit + 1))
     page = [audit.shown(audit.event_object(r)) for r in rows[:limit]]
     return {"events": page, "next": page[-1]["id"] if len(rows) > limit else None}

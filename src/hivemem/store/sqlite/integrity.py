@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import apsw
 
 from hivemem import progress
 from hivemem.params import MAX_TAGS, valid_tag
+from hivemem.records import CheckReport, Finding
 from hivemem.store.connection import Connection
 from hivemem.store.sqlite import fts5, schema, vectors
 from hivemem.store.sqlite.audit import verify_chain
@@ -23,21 +24,21 @@ from hivemem.store.sqlite.db import all_rows, connect, open_file
 from hivemem.store.sqlite.migrations import check_header
 from hivemem.store.sqlite.secret_scan import Progress, Report, scan_stored
 
-Finding = dict[str, Any]
 Check = Callable[[Connection], list[Finding]]
+C = TypeVar("C", bound=Connection)  # a backend's own connection, for the checks that are its own
 MIN_SQLITE = (3, 42, 0)
 SCHEMA_VERSION = schema.VERSION  # the version a new store is created at
 
 
 def finding(check: str, detail: str, *, memory: int | None = None, event: int | None = None) -> Finding:
     """One finding; `memory` is shown as its wire id `m<N>`, `event` as the event id."""
-    found: Finding = {"check": check}
+    if memory is not None and event is not None:
+        return {"check": check, "memory": f"m{memory}", "event": event, "detail": detail}
     if memory is not None:
-        found["memory"] = f"m{memory}"
+        return {"check": check, "memory": f"m{memory}", "detail": detail}
     if event is not None:
-        found["event"] = event
-    found["detail"] = detail
-    return found
+        return {"check": check, "event": event, "detail": detail}
+    return {"check": check, "detail": detail}
 
 
 def _pragma_check(conn: Connection, pragma: str) -> list[Finding]:
@@ -144,7 +145,7 @@ def foreign_objects(conn: Connection, version: int) -> list[dict[str, str]]:
 
 
 @functools.cache
-def expected_fts_settings(version: int = schema.VERSION) -> tuple[tuple[str, Any], ...]:
+def expected_fts_settings(version: int = schema.VERSION) -> tuple[tuple[str, object], ...]:
     """The FTS5 settings (`memory_fts_config`, but its `version`, which FTS5 raises itself) a new store of
     `version` has: `secure-delete` on, so a purge leaves no token of its text in the index (docs/security.md)."""
     conn = open_file(":memory:", apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
@@ -162,7 +163,7 @@ def foreign_settings(conn: Connection, version: int) -> list[dict[str, str]]:
     if version not in SCHEMAS:
         return []
     want = dict(expected_fts_settings(version))
-    found: dict[str, Any] = dict(all_rows(conn, "SELECT k, v FROM memory_fts_config WHERE k != 'version'"))
+    found: dict[str, object] = dict(all_rows(conn, "SELECT k, v FROM memory_fts_config WHERE k != 'version'"))
     return [{"type": "setting", "name": f"memory_fts.{key}"} for key in sorted(set(want) | set(found))
             if want.get(key) != found.get(key)]  # fmt: skip
 
@@ -208,7 +209,7 @@ FTS: dict[str, Check] = {name: CHECKS[name] for name in ("fts.missing", "fts.orp
 WRITER_ONLY = ("fts.mismatched",)  # FTS5's integrity-check is an INSERT command: a read-only handle cannot run it
 
 
-def run(conn: Connection, checks: dict[str, Check] = CHECKS,
+def run(conn: C, checks: Mapping[str, Callable[[C], list[Finding]]] = CHECKS,
         errors: tuple[type[BaseException], ...] = (apsw.Error,)) -> list[Finding]:  # fmt: skip
     """Every check's findings; a check that the database cannot finish (one of `errors`) is a finding of its
     own."""
@@ -223,14 +224,16 @@ def run(conn: Connection, checks: dict[str, Check] = CHECKS,
     return found
 
 
-def report(findings: list[Finding], skipped: tuple[str, ...] = ()) -> dict[str, Any]:
+def report(findings: list[Finding], skipped: tuple[str, ...] = ()) -> CheckReport:
     """`{ok, findings, counts}` as `store check` answers it (docs/operations.md), with `skipped` naming the checks that
     did not run (on a read-only connection)."""
     counts: dict[str, int] = {}
     for found in findings:
         counts[found["check"]] = counts.get(found["check"], 0) + 1
-    done: dict[str, Any] = {"ok": not findings, "findings": findings, "counts": counts}
-    return {**done, "skipped": list(skipped)} if skipped else done
+    done: CheckReport = {"ok": not findings, "findings": findings, "counts": counts}
+    if skipped:
+        done["skipped"] = list(skipped)
+    return done
 
 
 def check_file(path: str, checks: dict[str, Check] = QUICK) -> list[Finding]:

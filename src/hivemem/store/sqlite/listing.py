@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from hivemem.auth import Readable
-from hivemem.store.connection import Connection
+from hivemem.records import MemoryPage, SpacePage, Status
+from hivemem.store.connection import Connection, Value
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite import vectors
-from hivemem.store.sqlite.db import Row, all_rows, one, scalar
+from hivemem.store.sqlite.db import all_rows, one, scalar
 from hivemem.store.sqlite.filters import condition
-from hivemem.store.sqlite.memories import COLUMNS, cut, mid, shape
+from hivemem.store.sqlite.memories import COLUMNS, item, mid
 from hivemem.store.sqlite.schema import VERSION
 
 
-def item(row: Row, *, deleted: bool = False) -> dict[str, Any]:
-    """A list item: the memory without content, plus a 240-byte snippet."""
-    out = shape(row, content=False, deleted=deleted)
-    out["snippet"] = cut(row[4])
-    return out
-
-
-def list_memories(conn: Connection, flt: Filter, after: int | None, limit: int) -> dict[str, Any]:
+def list_memories(conn: Connection, flt: Filter, after: int | None, limit: int) -> MemoryPage:
     """Newest first, paged by an exclusive `after` id."""
     where, args = condition(flt, "m")
     if after is not None:
@@ -47,7 +40,7 @@ def selection(conn: Connection, flt: Filter, after: int | None = None, limit: in
     return [(int(a), int(b)) for a, b in all_rows(conn, sql, (*args, limit))]
 
 
-def spaces(conn: Connection, flt: Filter, after: str | None, limit: int) -> dict[str, Any]:
+def spaces(conn: Connection, flt: Filter, after: str | None, limit: int) -> SpacePage:
     """Readable spaces by name, counting live memories of any status; paged by an exclusive `after` name."""
     where, args = condition(flt, "m")
     if after is not None:
@@ -71,11 +64,11 @@ class Sessions:
     numbers: frozenset[int]
     reporter: str | None
 
-    def where(self) -> tuple[str, list[Any]]:
+    def where(self) -> tuple[str, list[Value]]:
         if self.every:
             return "1", []
         clauses: list[str] = ["0"]
-        args: list[Any] = []
+        args: list[Value] = []
         if self.reporter is not None:
             clauses.append("principal = ?")
             args.append(self.reporter)
@@ -86,7 +79,7 @@ class Sessions:
 
 
 def status(conn: Connection, sqlite_version: str, readable: Readable, sessions: Sessions,
-           path: str | None = None, embeddings: str = "off") -> dict[str, Any]:  # fmt: skip
+           path: str | None = None, embeddings: str = "off") -> Status:  # fmt: skip
     """Versions and counts of the rows `readable` and `sessions` cover; with `path`, also the path and size.
     `embeddings` is the provider in force; with one, `pending` counts the live active memories it has yet to
     embed (docs/schema.md)."""
@@ -100,25 +93,26 @@ def status(conn: Connection, sqlite_version: str, readable: Readable, sessions: 
         args,
     ) or (0, 0, 0, 0)
     seen, seen_args = sessions.where()
-    out: dict[str, Any] = {"path": path} if path is not None else {}
-    out.update(schema_version=VERSION, sqlite_version=sqlite_version)
-    if path is not None:
-        out["bytes"] = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-    out.update(
-        memories=counts[0],
-        drafts=counts[1],
-        archived=counts[2],
-        deleted=counts[3],
-        versions=_count_of_memories(conn, "memory_versions", where, args),
-        sessions=scalar(conn, f"SELECT COUNT(*) FROM sessions WHERE {seen}", seen_args),
-        vectors=_count_of_memories(conn, "memory_vectors", where, args),
-        pending=0 if embeddings == "off" else vectors.pending_count(conn, where, args),
-        embeddings=embeddings,
-    )
-    return out
+    out: Status = {
+        "schema_version": VERSION,
+        "sqlite_version": sqlite_version,
+        "memories": counts[0],
+        "drafts": counts[1],
+        "archived": counts[2],
+        "deleted": counts[3],
+        "versions": _count_of_memories(conn, "memory_versions", where, args),
+        "sessions": scalar(conn, f"SELECT COUNT(*) FROM sessions WHERE {seen}", seen_args),
+        "vectors": _count_of_memories(conn, "memory_vectors", where, args),
+        "pending": 0 if embeddings == "off" else vectors.pending_count(conn, where, args),
+        "embeddings": embeddings,
+    }
+    if path is None:
+        return out
+    size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    return {"path": path, "schema_version": VERSION, "sqlite_version": sqlite_version, "bytes": size, **out}
 
 
-def _count_of_memories(conn: Connection, table: str, where: str, args: list[Any]) -> int:
+def _count_of_memories(conn: Connection, table: str, where: str, args: list[Value]) -> int:
     """Rows of `table` (keyed by `memory`) whose memory matches `where`; a plain count when that is every row."""
     if where == "1":
         return int(scalar(conn, f"SELECT COUNT(*) FROM {table}"))

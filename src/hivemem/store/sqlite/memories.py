@@ -6,12 +6,15 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from hivemem.auth import Principal
 from hivemem.errors import Conflict, NotFound
-from hivemem.store.connection import Connection, Lock
+from hivemem.records import Author, Deleted, History, Hit, MemoryRead, Relation, Restored, Written
+from hivemem.store.base import Encoded, MemoryChange, NewMemory
+from hivemem.store.connection import Connection, Lock, Value
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, fts_index, vectors
 from hivemem.store.sqlite.db import Row, all_rows, atomic, format_time, now, one, scalar
@@ -26,6 +29,7 @@ EDITABLE = ("kind", "title", "content", "tags", "source", "provenance", "confide
             "review_after", "expires_at")  # fmt: skip
 META = ("source", "provenance", "confidence", "confidence_state", "review_after", "expires_at")
 SNIPPET_BYTES = 240
+Fields = dict[str, Any]  # a memories row by column name (COLUMNS), its cells as the driver reads them
 
 
 def mid(memory: int) -> str:
@@ -84,11 +88,14 @@ def cut(text: str, limit: int = SNIPPET_BYTES) -> str:
     return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
 
 
-def by(principal: str, label: str | None) -> dict[str, str]:
-    return {"principal": principal, **({"label": label} if label else {})}
+def by(principal: str, label: str | None) -> Author:
+    out: Author = {"principal": principal}
+    if label:
+        out["label"] = label
+    return out
 
 
-def review_state(fields: dict[str, Any], at: str) -> str | None:
+def review_state(fields: Fields, at: str) -> str | None:
     """`expired`, `due` or None (docs/verbs.md)."""
     if fields.get("expires_at") and fields["expires_at"] <= at:
         return "expired"
@@ -99,10 +106,22 @@ def review_state(fields: dict[str, Any], at: str) -> str | None:
     return None
 
 
-def shape(row: Row, *, content: bool = True, deleted: bool = False) -> dict[str, Any]:
+def shape(row: Row, *, deleted: bool = False) -> MemoryRead:
     """A memories row as the JSON Memory of docs/verbs.md; absent members omitted."""
+    return cast(MemoryRead, _members(row, True, deleted))  # the members of a MemoryRead, in the wire's order
+
+
+def item(row: Row, *, deleted: bool = False) -> Hit:
+    """A list item: the memory without content, plus a 240-byte snippet."""
+    out = _members(row, False, deleted)
+    out["snippet"] = cut(row[4])
+    return cast(Hit, out)  # the members of a Hit, in the wire's order
+
+
+def _members(row: Row, content: bool, deleted: bool) -> dict[str, object]:
+    """A memory's members from its row, in the order the wire shows them; `content` only when asked for."""
     c = dict(zip(NAMES, row, strict=True))
-    out: dict[str, Any] = {"id": mid(c["id"]), "space": c["space"], "kind": c["kind"]}
+    out: dict[str, object] = {"id": mid(c["id"]), "space": c["space"], "kind": c["kind"]}
     if c["title"]:
         out["title"] = c["title"]
     if content:
@@ -129,7 +148,7 @@ def shape(row: Row, *, content: bool = True, deleted: bool = False) -> dict[str,
     return out
 
 
-def _optional(out: dict[str, Any], c: dict[str, Any], keys: tuple[str, ...]) -> None:
+def _optional(out: dict[str, object], c: Fields, keys: tuple[str, ...]) -> None:
     for key in keys:
         if c[key] not in (None, ""):
             out[key] = c[key]
@@ -161,11 +180,11 @@ def unindex(conn: Connection, memory: int) -> None:
     fts_index.remove(conn, memory)
 
 
-def _fields(row: Row) -> dict[str, Any]:
+def _fields(row: Row) -> Fields:
     return dict(zip(COLUMNS.split(", "), row, strict=True))
 
 
-def _version(conn: Connection, store_limits: Limits, f: dict[str, Any], action: str, actor: Principal,
+def _version(conn: Connection, store_limits: Limits, f: Fields, action: str, actor: Principal,
              before: str | None = None) -> None:  # fmt: skip
     """Record revision f["revision"]. The newest version's content is the row's own (stored as ''), so the
     text is not kept twice; the version it supersedes gets the content as it was (`before`, default unchanged)."""
@@ -182,13 +201,13 @@ def _version(conn: Connection, store_limits: Limits, f: dict[str, Any], action: 
         )
 
 
-def _version_row(f: dict[str, Any], action: str, actor: Principal) -> tuple[Any, ...]:
+def _version_row(f: Fields, action: str, actor: Principal) -> tuple[Value, ...]:
     """A memory_versions row for revision f["revision"], its content kept in the memory's row (stored as '')."""
     return (f["id"], f["revision"], action, f["kind"], f["title"], "", f["tags"], f["status"], _meta(f),
             actor.id, actor.label, f["updated"])  # fmt: skip
 
 
-def _meta_of(f: dict[str, Any]) -> str:
+def _meta_of(f: Fields) -> str:
     """A version's `meta`: the fields of META, provenance as an object."""
     return json.dumps({k: (json.loads(f[k]) if k == "provenance" and f[k] else f[k]) for k in META}, sort_keys=True)
 
@@ -196,7 +215,7 @@ def _meta_of(f: dict[str, Any]) -> str:
 _ascii = json.encoder.encode_basestring_ascii
 
 
-def _meta(f: dict[str, Any]) -> str:
+def _meta(f: Fields) -> str:
     """`_meta_of(f)`, written from pieces in its sorted key order (json.dumps's spacing, ASCII escapes): the
     stored provenance is already that JSON when it is ASCII, so it is not parsed again (7x cheaper; equal on
     random inputs, tests/test_bulk_encoding.py)."""
@@ -226,28 +245,30 @@ def _live_duplicate(conn: Connection, space: str, digest: bytes) -> Row | None:
     )
 
 
-def add(conn: Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None) -> dict[str, Any]:
+def add(conn: Connection, limits: Limits, actor: Principal, new: NewMemory, session: int | None) -> Written:
     """Store a memory; the same live content in the space returns the existing one unchanged."""
-    digest = sha256(p["content"])
+    digest = sha256(new.content)
     with atomic(conn):
-        dup = _live_duplicate(conn, p["space"], digest)
+        dup = _live_duplicate(conn, new.space, digest)
         if dup is not None:
-            out = {"id": mid(dup[0]), "revision": dup[1], "changed": False}
-            return out | ({"status": dup[2]} if dup[2] != "active" else {})
-        memory = insert(conn, limits, actor, p, session, digest=digest)
+            out: Written = {"id": mid(dup[0]), "revision": dup[1], "changed": False}
+            if dup[2] != "active":
+                out["status"] = dup[2]
+            return out
+        memory = insert(conn, limits, actor, new, session, digest=digest)
     return {"id": mid(memory), "revision": 1, "changed": True}
 
 
-def insert(conn: Connection, limits: Limits, actor: Principal, p: dict[str, Any], session: int | None, *,
+def insert(conn: Connection, limits: Limits, actor: Principal, new: NewMemory, session: int | None, *,
            status: str = "active", action: str = "add", author: tuple[str, str | None] | None = None,
-           data: dict[str, Any] | None = None, digest: bytes | None = None) -> int:  # fmt: skip
+           data: Mapping[str, object] | None = None, digest: bytes | None = None) -> int:  # fmt: skip
     """Write a new memory at revision 1 with its index entry, version and event, inside the caller's transaction.
 
     `action` names the version and the event (`add` is memory.added, `capture` memory.captured, `move`
     memory.moved, `import` memory.imported); `author` keeps the creator of a moved memory; `digest` is
-    `sha256(p["content"])` when the caller has it already (memory.add looked for a duplicate with it)."""
+    `sha256(new.content)` when the caller has it already (memory.add looked for a duplicate with it)."""
     at = now()
-    f = _new(limits, p, status, action, at)
+    f = _new(limits, new, status, action, at)
     principal, label = author or (actor.id, actor.label)
     conn.execute(
         "INSERT INTO memories(space, kind, title, content, content_sha256, capture_key, tags, status, source, "
@@ -264,8 +285,8 @@ def insert(conn: Connection, limits: Limits, actor: Principal, p: dict[str, Any]
 
 
 EVENTS = {"add": "memory.added", "capture": "memory.captured", "move": "memory.moved", "import": "memory.imported"}
-New = tuple[dict[str, Any], bytes, int | None, str, dict[str, Any] | audit.Compact | None]
-"""A memory for `insert_many`: (params as `insert` takes them, SHA-256 of its content, session, status, data)."""
+New = tuple[NewMemory, bytes, int | None, str, Mapping[str, object] | audit.Compact | None]
+"""A memory for `insert_many`: (the memory, SHA-256 of its content, session, status, data)."""
 
 
 def insert_many(conn: Connection, limits: Limits, actor: Principal, items: list[New], action: str) -> list[int]:
@@ -279,8 +300,8 @@ def insert_many(conn: Connection, limits: Limits, actor: Principal, items: list[
     rows, versions = [], []
     events: list[audit.Pending] = []
     event = EVENTS[action]
-    for n, (p, digest, session, status, data) in enumerate(items, start=first):
-        f = _new(limits, p, status, action, at)
+    for n, (new, digest, session, status, data) in enumerate(items, start=first):
+        f = _new(limits, new, status, action, at)
         rows.append((n, *_row(f, digest, actor.id, actor.label, actor, session, at)))
         f["id"] = n
         versions.append(_version_row(f, action, actor))
@@ -297,14 +318,15 @@ def insert_many(conn: Connection, limits: Limits, actor: Principal, items: list[
     return list(range(first, first + len(items)))
 
 
-def _new(limits: Limits, p: dict[str, Any], status: str, action: str, at: str) -> dict[str, Any]:
-    """The fields of a new memory at revision 1."""
-    f: dict[str, Any] = {
-        "space": p["space"], "kind": p.get("kind") or "note", "title": p.get("title") or "",
-        "content": p["content"], "tags": " ".join(p.get("tags") or ()), "status": status,
-        "source": p.get("source") or None, "provenance": _json(p.get("provenance")),
-        "confidence": float(p.get("confidence", 1.0)), "confidence_state": p.get("confidence_state"),
-        "review_after": p.get("review_after") or None, "expires_at": p.get("expires_at") or None,
+def _new(limits: Limits, new: NewMemory, status: str, action: str, at: str) -> Fields:
+    """The fields of a new memory at revision 1, what its writer left out filled in."""
+    f: Fields = {
+        "space": new.space, "kind": new.kind or "note", "title": new.title or "",
+        "content": new.content, "tags": " ".join(new.tags), "status": status,
+        "source": new.source or None, "provenance": _json(new.provenance),
+        "confidence": 1.0 if new.confidence is None else float(new.confidence),
+        "confidence_state": new.confidence_state,
+        "review_after": new.review_after or None, "expires_at": new.expires_at or None,
         "revision": 1, "updated": at,
     }  # fmt: skip
     if f["review_after"] is None and action not in ("move", "import"):  # these keep their dates as they were
@@ -312,8 +334,8 @@ def _new(limits: Limits, p: dict[str, Any], status: str, action: str, at: str) -
     return f
 
 
-def _row(f: dict[str, Any], digest: bytes, principal: str, label: str | None, actor: Principal,
-         session: int | None, at: str) -> tuple[Any, ...]:  # fmt: skip
+def _row(f: Fields, digest: bytes, principal: str, label: str | None, actor: Principal,
+         session: int | None, at: str) -> tuple[Value, ...]:  # fmt: skip
     """The values of a new memories row, from `space` to `updated`, in the order `insert` names them."""
     return (f["space"], f["kind"], f["title"], f["content"], digest, capture_key(f["content"]), f["tags"],
             f["status"], f["source"], f["provenance"], f["confidence"], f["confidence_state"], f["review_after"],
@@ -324,11 +346,7 @@ def _row(f: dict[str, Any], digest: bytes, principal: str, label: str | None, ac
 _sorted = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 
 
-class Encoded(str):
-    """A provenance already written as `_json` writes it (a bulk caller encodes each one once)."""
-
-
-def _json(value: Any) -> str | None:
+def _json(value: Mapping[str, object] | Encoded | None) -> str | None:
     if type(value) is Encoded:
         return str(value)
     return _sorted(value) if value else None
@@ -339,13 +357,13 @@ def _check_revision(memory: int, current: int, given: int) -> None:
         raise Conflict("memory_revision", f"{mid(memory)} is at revision {current}", current=current)
 
 
-def _changes(old: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+def _changes(old: Fields, change: MemoryChange) -> Fields:
     """The editable fields whose new value differs from the stored one."""
-    new: dict[str, Any] = {}
+    new: Fields = {}
     for key in EDITABLE:
-        if key not in p:
+        value = getattr(change, key)
+        if value is None:  # not given
             continue
-        value = p[key]
         if key == "tags":
             value = " ".join(value)
         elif key == "provenance":
@@ -359,12 +377,13 @@ def _changes(old: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
-def update(conn: Connection, limits: Limits, actor: Principal, memory: int, p: dict[str, Any]) -> dict[str, Any]:
+def update(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int,
+           change: MemoryChange) -> Written:  # fmt: skip
     """Change a memory at the revision the caller read (compare-and-swap)."""
     with atomic(conn):
         f = _fields(load(conn, memory, lock=Lock.ROW))
-        _check_revision(memory, f["revision"], p["revision"])
-        new = _changes(f, p)
+        _check_revision(memory, f["revision"], revision)
+        new = _changes(f, change)
         if not new:
             return {"id": mid(memory), "revision": f["revision"], "changed": False}
         if "content" in new:
@@ -393,7 +412,7 @@ def update(conn: Connection, limits: Limits, actor: Principal, memory: int, p: d
     return {"id": mid(memory), "revision": f["revision"], "changed": True}
 
 
-def _bump(conn: Connection, f: dict[str, Any], actor: Principal, assignments: str, args: tuple[Any, ...]) -> None:
+def _bump(conn: Connection, f: Fields, actor: Principal, assignments: str, args: tuple[Value, ...]) -> None:
     f.update(revision=f["revision"] + 1, updated=now())
     conn.execute(
         f"UPDATE memories SET {assignments}, revision = ?, updated_by = ?, updated_label = ?, updated = ? WHERE id = ?",
@@ -401,7 +420,7 @@ def _bump(conn: Connection, f: dict[str, Any], actor: Principal, assignments: st
     )
 
 
-def delete(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> dict[str, Any]:
+def delete(conn: Connection, limits: Limits, actor: Principal, memory: int, revision: int) -> Deleted:
     """Soft delete: the memory leaves search and lists; restore brings it back."""
     with atomic(conn):
         f = _fields(load(conn, memory, lock=Lock.ROW))
@@ -414,7 +433,7 @@ def delete(conn: Connection, limits: Limits, actor: Principal, memory: int, revi
     return {"id": mid(memory), "revision": f["revision"], "deleted": deleted}
 
 
-def restore(conn: Connection, limits: Limits, actor: Principal, memory: int) -> dict[str, Any]:
+def restore(conn: Connection, limits: Limits, actor: Principal, memory: int) -> Restored:
     """Un-delete or un-archive; a live memory that is already active is returned as it is."""
     with atomic(conn):
         f = _fields(load(conn, memory, include_deleted=True, lock=Lock.ROW))
@@ -471,7 +490,7 @@ def remove_tombstones(conn: Connection, days: int) -> int:
         return int(conn.changes())
 
 
-def get(conn: Connection, memory: int, include_deleted: bool, model: str | None = None) -> dict[str, Any]:
+def get(conn: Connection, memory: int, include_deleted: bool, model: str | None = None) -> MemoryRead:
     """The memory with its relations and embedding state (`off` without a model, else `ready` or `pending`)."""
     out = shape(load(conn, memory, include_deleted=include_deleted), deleted=True)
     out["embedding"] = "off" if model is None else "ready" if vectors.has(conn, memory, model) else "pending"
@@ -479,7 +498,7 @@ def get(conn: Connection, memory: int, include_deleted: bool, model: str | None 
     return out
 
 
-def relations(conn: Connection, memory: int) -> list[dict[str, str]]:
+def relations(conn: Connection, memory: int) -> list[Relation]:
     rows = all_rows(
         conn,
         "SELECT relation, source_memory, target_memory FROM memory_relations "
@@ -493,7 +512,7 @@ def relations(conn: Connection, memory: int) -> list[dict[str, str]]:
     ]  # fmt: skip
 
 
-def get_version(conn: Connection, memory: int, revision: int, include_deleted: bool) -> dict[str, Any]:
+def get_version(conn: Connection, memory: int, revision: int, include_deleted: bool) -> MemoryRead:
     """The memory as of `revision`, with that version's action."""
     current = shape(load(conn, memory, include_deleted=include_deleted), deleted=True)
     row = one(
@@ -507,16 +526,17 @@ def get_version(conn: Connection, memory: int, revision: int, include_deleted: b
             "memory_revision", f"{mid(memory)} has no revision {revision}", id=mid(memory), revision=revision
         )
     action, kind, title, content, tags, status, meta, principal, label, ts = row
-    out: dict[str, Any] = {k: current[k] for k in ("id", "space", "author", "created") if k in current}
+    out: dict[str, object] = {"id": current["id"], "space": current["space"], "author": current["author"],
+                              "created": current["created"]}  # fmt: skip
     out.update(kind=kind, content=content or current["content"], tags=tags.split() if tags else [], status=status)
     if title:
         out["title"] = title
     out.update({k: v for k, v in json.loads(meta).items() if v not in (None, "")})
     out.update(revision=revision, updated_by=by(principal, label), updated=ts, action=action)
-    return out
+    return cast(MemoryRead, out)  # the members that version has, in the wire's order
 
 
-def history(conn: Connection, memory: int) -> dict[str, Any]:
+def history(conn: Connection, memory: int) -> History:
     """Kept versions, newest first."""
     load(conn, memory, include_deleted=True)
     rows = all_rows(

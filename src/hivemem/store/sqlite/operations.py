@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import Protocol
 
 from hivemem.auth import Principal
 from hivemem.records import BackupMade, CheckReport, Exported, Imported, Repair
@@ -36,12 +36,12 @@ class SQLiteOperations:
     def export(self, actor: Principal, dest: str, keep: Callable[[str, int], bool], spaces: list[str] | None,
                include_deleted: bool, sessions: Visible | None) -> Exported:  # fmt: skip
         result = transfer.export(self._store.conn, actor, dest, keep, spaces, include_deleted, sessions)
-        return cast(Exported, result)
+        return result
 
     def import_document(self, actor: Principal, doc: Document, dry_run: bool) -> Imported:
         if dry_run:
-            return cast(Imported, transfer.dry_run(self._store.conn, doc))
-        return cast(Imported, transfer.apply(self._store.conn, self._store.limits, actor, doc))
+            return transfer.dry_run(self._store.conn, doc)
+        return transfer.apply(self._store.conn, self._store.limits, actor, doc)
 
     def check(self) -> CheckReport:
         """Every check; on a read-only connection (a reader of the daemon, or a read-only store) the ones that
@@ -50,7 +50,7 @@ class SQLiteOperations:
         skipped = integrity.WRITER_ONLY if conn.readonly("main") else ()
         checks = {name: check for name, check in integrity.CHECKS.items() if name not in skipped}
         if not skipped or conn.in_transaction:
-            return cast(CheckReport, integrity.report(integrity.run(conn, checks), skipped))
+            return integrity.report(integrity.run(conn, checks), skipped)
         # A reader checks one snapshot. FTS5 keeps the index's structure per connection and refreshes it when a
         # statement reads the table, not for PRAGMA integrity_check: read a row first, or a reader whose last
         # look predates the writer's commits reports blobs it cannot find as corruption (docs/decisions.md D234).
@@ -60,16 +60,16 @@ class SQLiteOperations:
             found = integrity.run(conn, checks)
         finally:
             conn.execute("COMMIT")
-        return cast(CheckReport, integrity.report(found, skipped))
+        return integrity.report(found, skipped)
 
     def repair_fts(self, apply: bool) -> Repair:
         if not apply:
-            return cast(Repair, repair.preview(self._store.conn))
+            return repair.preview(self._store.conn)
         backups = files.default_dir(self._store.data_dir, "backups")
-        return cast(Repair, repair.rebuild(self._store.conn, backups, self._store.limits.backups_keep))
+        return repair.rebuild(self._store.conn, backups, self._store.limits.backups_keep)
 
     def backup(self, dest: str) -> BackupMade:
-        return cast(BackupMade, backup.backup(self._store.conn, dest))
+        return backup.backup(self._store.conn, dest)
 
 
 def restore(store_path: str, source: str, keep: int, open_store: Callable[[str], Host]) -> dict[str, object]:

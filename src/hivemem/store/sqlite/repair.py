@@ -5,9 +5,8 @@ Canonical rows and the audit log are never changed here; a failure rolls back wi
 
 from __future__ import annotations
 
-from typing import Any
-
 from hivemem.errors import Failed
+from hivemem.records import Repair
 from hivemem.store.sqlite import backup, fts_index, integrity
 from hivemem.store.sqlite.db import Connection, atomic
 
@@ -18,12 +17,12 @@ REFUSED: dict[str, integrity.Check] = {
 }
 
 
-def preview(conn: Connection) -> dict[str, Any]:
+def preview(conn: Connection) -> Repair:
     """The index findings a rebuild would clear (read-only)."""
     return {"applied": False, "findings": integrity.run(conn, integrity.FTS)}
 
 
-def rebuild(conn: Connection, backups: str, keep: int) -> dict[str, Any]:
+def rebuild(conn: Connection, backups: str, keep: int) -> Repair:
     """Refuse a store whose canonical data is damaged; else back it up, then rebuild the index in one transaction."""
     blockers = integrity.run(conn, REFUSED)
     if blockers:

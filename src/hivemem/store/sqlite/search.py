@@ -19,21 +19,19 @@ from __future__ import annotations
 import heapq
 import weakref
 from collections import Counter
-from collections.abc import Callable
 from itertools import chain, pairwise
 from operator import itemgetter
-from typing import Any, cast
 
 import apsw
 
-from hivemem.store.connection import Connection
+from hivemem.records import Hit, MemoryRead
+from hivemem.store.connection import Connection, Value
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite import db
 from hivemem.store.sqlite.db import Row, all_rows, harden, one, scalar, snapshot
 from hivemem.store.sqlite.filters import condition
 from hivemem.store.sqlite.fts5 import HELD, MARK, NEAR, RANK, TOKENIZER, prepare
-from hivemem.store.sqlite.listing import item
-from hivemem.store.sqlite.memories import COLUMNS, INDEX, shape
+from hivemem.store.sqlite.memories import COLUMNS, INDEX, item, shape
 
 LIST_MAX = 100
 SMALL = 8  # spaces holding at most 1/SMALL of the store are searched inside MATCH
@@ -173,7 +171,7 @@ SELECT m.id, {rank} AS r FROM memory_fts CROSS JOIN memories m ON m.id = memory_
 WHERE memory_fts MATCH ? AND memory_fts.rowid BETWEEN ? AND ? AND {where} ORDER BY r, m.id DESC LIMIT ?"""
 
 
-def _ids(conn: Connection, sql: str, args: tuple[Any, ...]) -> list[int]:
+def _ids(conn: Connection, sql: str, args: tuple[Value, ...]) -> list[int]:
     return [int(r[0]) for r in all_rows(conn, sql, args)]
 
 
@@ -233,7 +231,7 @@ class _Cached:
         self.version = version
         self.counts: dict[str, int] = {}
         self.plans: dict[tuple[str, ...], tuple[bool, bool]] = {}
-        self.path: dict[tuple[Any, ...], int] = {}  # rows of a filter, and of them those holding a term
+        self.path: dict[tuple[Value, ...], int] = {}  # rows of a filter, and of them those holding a term
 
 
 _CACHED: weakref.WeakKeyDictionary[Connection, _Cached] = weakref.WeakKeyDictionary()
@@ -315,12 +313,12 @@ def snippets(conn: Connection, words: list[str], texts: dict[int, tuple[str, str
 _ASCII_RUNS = bytes(c if chr(c).isalnum() and c < 128 else 32 for c in range(256))
 
 
-def token_count(content: str, tokenize: Callable[..., Any]) -> int:
+def token_count(content: str, tokenize: apsw.FTS5Tokenizer) -> int:
     """How many tokens the index's tokenizer makes of `content`; ASCII text is counted without calling it."""
     if content.isascii():
         return len(content.encode("ascii").translate(_ASCII_RUNS).split())
     found = tokenize(content.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
-    return len(cast(list[Any], found))  # APSW returns a list
+    return len(found) if isinstance(found, list) else sum(1 for _ in found)  # APSW returns a list
 
 
 def _side(conn: Connection) -> db.Connection:
@@ -334,7 +332,7 @@ def _side(conn: Connection) -> db.Connection:
     return side
 
 
-def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[dict[str, Any]]:
+def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[Hit]:
     """The best `limit` memories the filter admits, best first, as list items whose snippet is FTS5's."""
     with snapshot(conn):
         ids = ranked(conn, words, flt, min(limit, LIST_MAX))
@@ -342,7 +340,7 @@ def hits(conn: Connection, words: list[str], flt: Filter, limit: int) -> list[di
 
 
 def listed(conn: Connection, words: list[str], ids: list[int], marked: set[int],
-           flt: Filter) -> list[dict[str, Any]]:  # fmt: skip
+           flt: Filter) -> list[Hit]:  # fmt: skip
     """The memories `ids` the filter admits, in that order, as list items; those in `marked` get FTS5's
     snippet of the terms, the others the start of their text."""
     rows = page_rows(conn, ids, flt)
@@ -358,13 +356,13 @@ def listed(conn: Connection, words: list[str], ids: list[int], marked: set[int],
     return out
 
 
-def shaped(conn: Connection, ids: list[int], flt: Filter) -> list[dict[str, Any]]:
+def shaped(conn: Connection, ids: list[int], flt: Filter) -> list[MemoryRead]:
     """The memories `ids` the filter admits, whole, in that order."""
     rows = page_rows(conn, ids, flt)
     return [shape(rows[m]) for m in ids if m in rows]
 
 
-def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+def matching(conn: Connection, words: list[str], flt: Filter, limit: int) -> tuple[list[MemoryRead], int]:
     """The best `limit` memories for the terms, whole, and how many matched (at most LIST_MAX)."""
     if not words:
         return [], 0
@@ -410,7 +408,7 @@ def counts(conn: Connection, words: list[str], flt: Filter) -> tuple[int, list[i
     frequencies in the read path, D282); kept per connection until the store changes, like bm25's."""
     cached = _cached(conn)
     where, args = condition(flt, "m")
-    key: tuple[Any, ...] = (where, *args)
+    key: tuple[Value, ...] = (where, *args)
     rows = cached.path.get(key)
     if rows is None:
         rows = cached.path[key] = int(scalar(conn, f"SELECT count(*) FROM memories m WHERE {where}", args) or 0)
@@ -429,7 +427,7 @@ def counts(conn: Connection, words: list[str], flt: Filter) -> tuple[int, list[i
     return rows, out
 
 
-def newest(conn: Connection, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+def newest(conn: Connection, flt: Filter, limit: int) -> tuple[list[MemoryRead], int]:
     """The `limit` most recently updated memories, whole, and how many the filter matches in all."""
     where, args = condition(flt, "m")
     rows = all_rows(

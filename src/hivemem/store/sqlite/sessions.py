@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from hivemem.auth import Principal
 from hivemem.errors import NotFound
-from hivemem.store.connection import Connection, Key, Lock
+from hivemem.records import Chain, Session, SessionEnded, SessionPage, SessionPurged, SessionStarted
+from hivemem.store.base import NewSession, SessionQuery
+from hivemem.store.connection import Connection, Key, Lock, Value
 from hivemem.store.sqlite import audit
 from hivemem.store.sqlite.db import Row, all_rows, atomic, now, one
 
@@ -24,10 +26,10 @@ def sid(n: int) -> str:
     return f"s{n}"
 
 
-def shape(row: Row, conn: Connection | None = None, visible: Visible | None = None) -> dict[str, Any]:
+def shape(row: Row, conn: Connection | None = None, visible: Visible | None = None) -> Session:
     """A sessions row as the JSON Session of docs/verbs.md; absent members omitted, an unreadable parent too."""
     n, harness, harness_session, parent, relation, cwd, principal, label, started, ended = row
-    out: dict[str, Any] = {"session": sid(n), "harness": harness}
+    out: dict[str, object] = {"session": sid(n), "harness": harness}
     if harness_session is not None:
         out["harness_session"] = harness_session
     if parent is not None and _parent_visible(conn, int(parent), visible):
@@ -40,7 +42,7 @@ def shape(row: Row, conn: Connection | None = None, visible: Visible | None = No
     out["started"] = started
     if ended is not None:
         out["ended"] = ended
-    return out
+    return cast(Session, out)  # the members of a Session, in the wire's order
 
 
 def _parent_visible(conn: Connection | None, parent: int, visible: Visible | None) -> bool:
@@ -75,36 +77,38 @@ def existing(conn: Connection, harness: str, harness_session: str | None) -> int
     return int(found[0]) if found else None
 
 
-def start(conn: Connection, actor: Principal, p: dict[str, Any]) -> dict[str, Any]:
+def start(conn: Connection, actor: Principal, new: NewSession) -> SessionStarted:
     """A new session, or the existing one for the same (harness, harness_session)."""
     with atomic(conn):
-        found = existing(conn, p["harness"], p.get("harness_session"))
+        found = existing(conn, new.harness, new.harness_session)
         if found is not None:
             return {"session": sid(found), "changed": False}
-        parent = number(p["parent"]) if p.get("parent") else None
+        parent = number(new.parent) if new.parent else None
         if parent is not None and row(conn, parent, Lock.ROW) is None:
-            raise NotFound("session", f"{p['parent']} not found")
+            raise NotFound("session", f"{new.parent} not found")
         conn.execute(
             "INSERT INTO sessions(harness, harness_session, parent, relation, cwd, principal, label, started) "
             "VALUES (?,?,?,?,?,?,?,?)",
             (
-                p["harness"],
-                p.get("harness_session"),
+                new.harness,
+                new.harness_session,
                 parent,
-                p.get("relation"),
-                p.get("cwd"),
+                new.relation,
+                new.cwd,
                 actor.id,
                 actor.label,
                 now(),
             ),
         )
         n = conn.last_insert_rowid()
-        data = {"harness": p["harness"], **({"parent": p["parent"], "relation": p["relation"]} if parent else {})}
+        data: dict[str, str | None] = {"harness": new.harness}
+        if parent is not None:
+            data.update(parent=new.parent, relation=new.relation)
         audit.append(conn, "session.started", actor, session=n, data=data)
     return {"session": sid(n), "changed": True}
 
 
-def end(conn: Connection, actor: Principal, n: int) -> dict[str, Any]:
+def end(conn: Connection, actor: Principal, n: int) -> SessionEnded:
     with atomic(conn):
         found = row(conn, n, Lock.ROW)
         if found is None:
@@ -117,7 +121,7 @@ def end(conn: Connection, actor: Principal, n: int) -> dict[str, Any]:
     return {"session": sid(n), "ended": ended, "changed": True}
 
 
-def purge(conn: Connection, actor: Principal, n: int) -> dict[str, Any]:
+def purge(conn: Connection, actor: Principal, n: int) -> SessionPurged:
     """Remove the row: children keep `relation` and lose `parent`; memories lose `session`."""
     with atomic(conn):
         if row(conn, n, Lock.ROW) is None:
@@ -127,7 +131,7 @@ def purge(conn: Connection, actor: Principal, n: int) -> dict[str, Any]:
     return {"session": sid(n)}
 
 
-def chain(conn: Connection, n: int, visible: Visible) -> dict[str, Any]:
+def chain(conn: Connection, n: int, visible: Visible) -> Chain:
     """The session and its ancestors, oldest first; `truncated` when it stops early, without saying why."""
     rows: list[Row] = []
     current = row(conn, n)
@@ -151,17 +155,18 @@ def lineage(conn: Connection, n: int, visible: Visible) -> list[int]:
 
 
 def list_sessions(
-    conn: Connection, p: dict[str, Any], visible: Visible, after: int | None, limit: int
-) -> dict[str, Any]:
+    conn: Connection, query: SessionQuery, visible: Visible, after: int | None, limit: int
+) -> SessionPage:
     """Readable sessions, newest first, paged by an exclusive `after` id."""
-    clauses, args = ["1"], []
-    for column in ("harness", "harness_session"):
-        if p.get(column) is not None:
+    clauses: list[str] = ["1"]
+    args: list[Value] = []
+    for column, value in (("harness", query.harness), ("harness_session", query.harness_session)):
+        if value is not None:
             clauses.append(f"{column} = ?")
-            args.append(p[column])
-    if p.get("parent"):
+            args.append(value)
+    if query.parent:
         clauses.append("parent = ?")
-        args.append(number(p["parent"]))
+        args.append(number(query.parent))
     if after is not None:
         clauses.append("id < ?")
         args.append(after)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, cast
+from typing import Any
 
 import apsw
 
 from hivemem.auth import Readable
-from hivemem.records import Hit, SpacePage, Status
+from hivemem.records import Hit, MemoryRead, SpacePage, Status
 from hivemem.store import repositories
 from hivemem.store.filters import Filter
 from hivemem.store.keys import ensure_owner_key
@@ -122,7 +122,7 @@ class SQLiteStore:
         return str(scalar(self.conn, "SELECT value FROM meta WHERE key = 'store_id'"))
 
     def spaces(self, flt: Filter, after: str | None, limit: int) -> SpacePage:
-        return cast(SpacePage, listing.spaces(self.conn, flt, after, limit))
+        return listing.spaces(self.conn, flt, after, limit)
 
     def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Only this daemon writes a SQLite store: its own commits wake its followers; nothing to watch."""
@@ -137,7 +137,7 @@ class SQLiteStore:
         seen = listing.Sessions(*sessions)
         path = self.path if with_path else None
         kind = "off" if self.embeddings is None else str(self.embeddings.kind)
-        return cast(Status, listing.status(self.conn, self.sqlite_version, readable, seen, path, kind))
+        return listing.status(self.conn, self.sqlite_version, readable, seen, path, kind)
 
     def close(self, *, checkpoint: bool = False, moved: bool = False) -> None:
         """Close the connection; with `checkpoint`, empty the WAL first (keeping the -wal and -shm names, which
@@ -166,12 +166,12 @@ class SQLiteSearch:
 
     def full_text(self, words: list[str], flt: Filter, limit: int) -> list[Hit]:
         """The best `limit` memories, best first, as list items whose snippet marks the matched terms."""
-        return cast(list[Hit], search.hits(self.conn, words, flt, limit))
+        return search.hits(self.conn, words, flt, limit)
 
-    def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def matching(self, words: list[str], flt: Filter, limit: int) -> tuple[list[MemoryRead], int]:
         return search.matching(self.conn, words, flt, limit)
 
-    def newest(self, flt: Filter, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def newest(self, flt: Filter, limit: int) -> tuple[list[MemoryRead], int]:
         return search.newest(self.conn, flt, limit)
 
     def ranked(self, words: list[str], flt: Filter) -> list[int]:
@@ -191,9 +191,9 @@ class SQLiteSearch:
         return search.counts(self.conn, words, flt)
 
     def listed(self, words: list[str], ids: list[int], marked: set[int], flt: Filter) -> list[Hit]:
-        return cast(list[Hit], search.listed(self.conn, words, ids, marked, flt))
+        return search.listed(self.conn, words, ids, marked, flt)
 
-    def shaped(self, ids: list[int], flt: Filter) -> list[dict[str, Any]]:
+    def shaped(self, ids: list[int], flt: Filter) -> list[MemoryRead]:
         return search.shaped(self.conn, ids, flt)
 
     @contextmanager

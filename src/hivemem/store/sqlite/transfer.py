@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from hivemem import progress
 from hivemem.auth import Principal
+from hivemem.records import Author, Exported, Imported, Planned, Session
 from hivemem.store import files
-from hivemem.store.base import Visible
-from hivemem.store.connection import Connection, Lock
+from hivemem.store.base import Encoded, NewMemory, Visible
+from hivemem.store.connection import Connection, Lock, Value
 from hivemem.store.limits import Limits
 from hivemem.store.sqlite import audit, memories, sessions
 from hivemem.store.sqlite.db import all_rows, atomic, now, scalar, snapshot
-from hivemem.store.transfer_check import Document
+from hivemem.store.transfer_check import Document, Item
 
 FORMAT, VERSION = "hivemem.export", 1
 Keep = Callable[[str, int], bool]  # (space, memory) -> may the caller export it
@@ -31,7 +31,7 @@ def store_id(conn: Connection) -> str:
 
 
 def export(conn: Connection, actor: Principal, dest: str, keep: Keep, spaces: list[str] | None,
-           include_deleted: bool, visible: Visible | None) -> dict[str, Any]:  # fmt: skip
+           include_deleted: bool, visible: Visible | None) -> Exported:  # fmt: skip
     """Write the export document of what `keep` lets through to `dest` (0600, fsynced, never replacing a file)
     and record `memory.exported`; returns {path, memories, bytes}. Sessions: every one (`visible` None: the
     owner's whole export), else those the memories name and their ancestors that `visible` lets the caller read."""
@@ -71,30 +71,33 @@ def _write_document(conn: Connection, out: files.Output, keep: Keep, spaces: lis
 _json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # compact, as written and as measured
 
 
-def _where(spaces: list[str] | None, include_deleted: bool) -> tuple[str, list[Any]]:
+def _where(spaces: list[str] | None, include_deleted: bool) -> tuple[str, list[Value]]:
     """The WHERE clause (with its leading space, or empty) of the memories an export reads, and its arguments."""
     where = [] if include_deleted else ["deleted IS NULL"]
-    args: list[Any] = []
+    args: list[Value] = []
     if spaces is not None:
         where.append(f"space IN ({','.join('?' * len(spaces))})")
         args += spaces
     return (f" WHERE {' AND '.join(where)}" if where else ""), args
 
 
-def _relations(conn: Connection, ids: set[int]) -> list[dict[str, Any]]:
+def _relations(conn: Connection, ids: set[int]) -> list[dict[str, str | Author]]:
     """Relations whose both ends are exported."""
     rows = all_rows(conn, "SELECT source_memory, target_memory, relation, reason, principal, label, created "
                           "FROM memory_relations ORDER BY id")  # fmt: skip
-    out = []
+    out: list[dict[str, str | Author]] = []
     for source, target, relation, reason, principal, label, created in rows:
         if source in ids and target in ids:
-            item = {"source": memories.mid(source), "target": memories.mid(target), "relation": relation}
-            out.append(item | ({"reason": reason} if reason else {}) |
-                       {"author": memories.by(principal, label), "created": created})  # fmt: skip
+            item: dict[str, str | Author] = {"source": memories.mid(source), "target": memories.mid(target),
+                                             "relation": relation}  # fmt: skip
+            if reason:
+                item["reason"] = reason
+            item.update(author=memories.by(principal, label), created=created)
+            out.append(item)
     return out
 
 
-def _sessions(conn: Connection, used: set[int] | None, visible: Visible | None) -> list[dict[str, Any]]:
+def _sessions(conn: Connection, used: set[int] | None, visible: Visible | None) -> list[Session]:
     """Every session (`used` None), or those the exported memories name and their ancestors, oldest first; of
     those, only the ones `visible` lets through, and a parent left out is not named (docs/security.md)."""
     rows = all_rows(conn, f"SELECT {sessions.COLUMNS} FROM sessions ORDER BY id")
@@ -119,8 +122,8 @@ class Plan:
     """What applying a document does: its counts, the memories to add (with their content's digest), and for each
     duplicate the memory it duplicates (a store id, or the document id of an earlier item being added)."""
 
-    counts: dict[str, int]
-    adds: list[tuple[dict[str, Any], bytes]]
+    counts: Planned
+    adds: list[tuple[Item, bytes]]
     same: dict[str, int | str]
     ends: list[int]  # for each memory to add, how many of the document's memories end with it
 
@@ -128,7 +131,7 @@ class Plan:
 def plan(conn: Connection, doc: Document, lock: Lock | None = None) -> Plan:
     """{add, duplicate, skip} of applying `doc` now (deleted memories are skipped), and what it would add; an
     import that goes on to write it says so with `lock`."""
-    out = Plan({"add": 0, "duplicate": 0, "skip": 0}, [], {}, [])
+    out = Plan({"add": 0, "duplicate": 0, "skip": 0}, [], {}, [])  # fmt: skip
     live = [(n, m) for n, m in enumerate(doc.memories, 1) if not m.get("deleted")]
     out.counts["skip"] = len(doc.memories) - len(live)
     keys = [(m["space"], memories.sha256(m["content"])) for _, m in live]
@@ -157,7 +160,7 @@ def _stored(conn: Connection, keys: list[tuple[str, bytes]], lock: Lock | None) 
     return {(space, digest): int(n) for space, digest, n in rows if n is not None}
 
 
-def dry_run(conn: Connection, doc: Document) -> dict[str, Any]:
+def dry_run(conn: Connection, doc: Document) -> Imported:
     doc.scan.finish()
     with snapshot(conn):
         return {"planned": plan(conn, doc).counts, "applied": False}
@@ -166,7 +169,7 @@ def dry_run(conn: Connection, doc: Document) -> dict[str, Any]:
 BATCH = 2000  # memories written with one statement each (and one progress report)
 
 
-def apply(conn: Connection, limits: Limits, actor: Principal, doc: Document) -> dict[str, Any]:
+def apply(conn: Connection, limits: Limits, actor: Principal, doc: Document) -> Imported:
     """Apply a validated document in one transaction: sessions, then memories, then relations."""
     with atomic(conn):
         planned = plan(conn, doc, Lock.IMPORT)  # no other writer changes a memory while the plan holds
@@ -206,7 +209,7 @@ def _needed_sessions(doc: Document, adds: set[str]) -> set[str]:
     return wanted
 
 
-def _import_session(conn: Connection, actor: Principal, s: dict[str, Any], doc: Document) -> int:
+def _import_session(conn: Connection, actor: Principal, s: Item, doc: Document) -> int:
     found = sessions.existing(conn, s["harness"], s.get("harness_session"))
     if found is not None:
         return found
@@ -223,10 +226,11 @@ def _import_session(conn: Connection, actor: Principal, s: dict[str, Any], doc: 
     return n
 
 
-def _new_memory(m: dict[str, Any], digest: bytes, session: int | None, doc: Document) -> memories.New:
-    p = {k: m[k] for k in ("space", "kind", "title", "content", "tags", "source", "confidence", "confidence_state",
-                           "review_after", "expires_at") if m.get(k) is not None}  # fmt: skip
-    p["provenance"] = memories.Encoded(_provenance_text(m, doc.store_id))
+def _new_memory(m: Item, digest: bytes, session: int | None, doc: Document) -> memories.New:
+    p = NewMemory(m["space"], m["content"], kind=m.get("kind"), title=m.get("title"), tags=m.get("tags") or (),
+                  source=m.get("source"), provenance=Encoded(_provenance_text(m, doc.store_id)),
+                  confidence=m.get("confidence"), confidence_state=m.get("confidence_state"),
+                  review_after=m.get("review_after"), expires_at=m.get("expires_at"))  # fmt: skip
     # {"original_id": ..., "original_store": ...} as audit writes it (sorted, compact), from pieces
     data = audit.Compact(f'{{"original_id":{_json(m["id"])},"original_store":{_json(doc.store_id)}}}')
     return p, digest, session, m.get("status", "active"), data
@@ -235,27 +239,29 @@ def _new_memory(m: dict[str, Any], digest: bytes, session: int | None, doc: Docu
 PROVENANCE_BYTES = 2048
 
 
-def provenance(m: dict[str, Any], original_store: str) -> dict[str, Any]:
+def provenance(m: Item, original_store: str) -> dict[str, object]:
     """`kind: import` with the original store, id and author label; the claim's other members are kept while
     the whole stays within its bound (docs/verbs.md)."""
     merged, origin = _provenances(m, original_store)
     return merged if _fits(merged) else origin
 
 
-def _provenances(m: dict[str, Any], original_store: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _provenances(m: Item, original_store: str) -> tuple[dict[str, object], dict[str, object]]:
     """The provenance with the claim's members, and without them."""
     author = m.get("author", {})
-    origin = {"kind": "import", "surface": "import", "original_store": original_store, "original_id": m["id"],
-              "original_author": str(author.get("label") or author.get("principal") or "")}  # fmt: skip
+    origin: dict[str, object] = {
+        "kind": "import", "surface": "import", "original_store": original_store, "original_id": m["id"],
+        "original_author": str(author.get("label") or author.get("principal") or ""),
+    }  # fmt: skip
     claim = {k: v for k, v in (m.get("provenance") or {}).items() if k not in origin}
     return {**claim, **origin}, origin
 
 
-def _fits(value: dict[str, Any]) -> bool:
+def _fits(value: dict[str, object]) -> bool:
     return len(_json(value).encode("utf-8")) <= PROVENANCE_BYTES
 
 
-def _provenance_text(m: dict[str, Any], original_store: str) -> str:
+def _provenance_text(m: Item, original_store: str) -> str:
     """`provenance(m, original_store)` as the memories row stores it (memories._json), encoded once: the stored
     form, with its spaces, is never shorter than the compact one the bound is measured on."""
     merged, origin = _provenances(m, original_store)
@@ -265,7 +271,7 @@ def _provenance_text(m: dict[str, Any], original_store: str) -> str:
     return memories._sorted(origin)
 
 
-def _import_relation(conn: Connection, actor: Principal, source: int, target: int, r: dict[str, Any],
+def _import_relation(conn: Connection, actor: Principal, source: int, target: int, r: Item,
                      at: str) -> None:  # fmt: skip
     conn.execute(
         conn.dialect.add_relation,

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from hivemem.store.connection import Connection, Lock
+from hivemem.store.connection import Args, Connection, Lock, Value
 from hivemem.store.filters import Filter
 from hivemem.store.sqlite.db import all_rows, atomic, scalar
 from hivemem.store.sqlite.filters import condition
@@ -90,7 +89,7 @@ def load(conn: Connection, model: str, memories: Sequence[int] | None = None) ->
         "SELECT v.memory, m.space, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.memory "
         "WHERE v.model = ?"
     )
-    args: list[Any] = [model]
+    args: list[Value] = [model]
     if memories is not None:
         if not memories:
             return []
@@ -129,7 +128,7 @@ def admitted(conn: Connection, model: str, ids: Sequence[int], flt: Filter) -> d
     return {int(r[0]): bytes(r[1]) for r in rows}
 
 
-def pending_count(conn: Connection, where: str = "1", args: Sequence[Any] = ()) -> int:
+def pending_count(conn: Connection, where: str = "1", args: Args = ()) -> int:
     """Live, active memories without a vector among those `where` (over alias `m`) admits."""
     sql = (
         f"SELECT COUNT(*) FROM memories m WHERE {LIVE} AND ({where}) "
