@@ -18,13 +18,13 @@ if TYPE_CHECKING:
     # The keys by the type of their value, so that `config[key]` has the type of its setting (a test holds these
     # to the declared defaults).
     StrKey = Literal["store.path", "store.url", "daemon.startup", "mcp.tools", "embeddings.provider",
-                     "embeddings.base_url", "embeddings.model", "embeddings.api_key"]  # fmt: skip
+                     "embeddings.base_url", "embeddings.model", "embeddings.api_key", "team.url"]  # fmt: skip
     IntKey = Literal["daemon.startup_timeout_ms", "daemon.idle_timeout_ms", "memory.max_content_bytes",
                      "memory.max_versions", "memory.tombstone_days", "import.max_bytes", "backups.keep",
                      "recall.prompt_limit", "recall.session_limit", "recall.max_record_chars",
                      "recall.max_total_chars", "embeddings.dimensions", "embeddings.max_input_bytes",
                      "embeddings.query_timeout_ms", "embeddings.batch_timeout_ms",
-                     "embeddings.warn_vectors"]  # fmt: skip
+                     "embeddings.warn_vectors", "team.timeout_ms"]  # fmt: skip
     FloatKey = Literal["recall.min_similarity", "search.min_similarity", "search.vector_weight"]
 
 
@@ -47,6 +47,14 @@ SETTINGS: tuple[Setting, ...] = (
         "A team store's libpq connection string, a postgresql:// URL or key=value pairs; empty "
         "means the SQLite file at store.path.",
     ),
+    Setting(
+        "team.url",
+        "",
+        "A team store mounted beside the personal store: a libpq connection string as for store.url; empty means "
+        "no team store (docs/team.md).",
+    ),
+    Setting("team.spaces", ["team/*"], "Space patterns that live in the team store (name or prefix/*)."),
+    Setting("team.timeout_ms", 1500, "How long a call waits for the team store before it is unavailable.", 100, 60000),
     Setting(
         "daemon.startup", "on-demand", "Start the daemon on demand or only by hand.", choices=("on-demand", "explicit")
     ),
@@ -112,7 +120,7 @@ class Config:
         @overload
         def __getitem__(self, key: Literal["governance.review_days"]) -> dict[str, int]: ...
         @overload
-        def __getitem__(self, key: Literal["recall.team_spaces"]) -> list[str]: ...
+        def __getitem__(self, key: Literal["recall.team_spaces", "team.spaces"]) -> list[str]: ...
         @overload
         def __getitem__(self, key: Literal["grants.unknown"]) -> list[dict[str, str]]: ...
 
@@ -216,6 +224,19 @@ def _check_spaces(key: str, value: object) -> list[str]:
     return list(value)
 
 
+def _check_team_spaces(key: str, value: object) -> list[str]:
+    """Space names or `prefix/*` patterns; never `user` or `project/...`, which stay personal (docs/team.md)."""
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        _bad(key, "must be a list of space names or prefix/* patterns")
+    for pattern in value:
+        name = pattern[:-2] if pattern.endswith("/*") else pattern
+        if not SPACE_RE.match(name):
+            _bad(key, f"{pattern!r} is neither a space name nor a prefix/* pattern")
+        if name == "user" or name == "project" or name.startswith("project/"):
+            _bad(key, f"{pattern!r}: user and project spaces stay in the personal store")
+    return list(value)
+
+
 def _check_grants(key: str, value: object) -> list[dict[str, str]]:
     if not isinstance(value, list):
         _bad(key, "must be a list of {right, scope} tables")
@@ -295,6 +316,8 @@ _SPECIAL: dict[str, Callable[[str, object], Value]] = {
     "store.url": _check_store_url,
     "governance.review_days": _check_review_days,
     "recall.team_spaces": _check_spaces,
+    "team.url": _check_store_url,
+    "team.spaces": _check_team_spaces,
     "grants.unknown": _check_grants,
     "embeddings.base_url": _check_base_url,
 }

@@ -47,11 +47,16 @@ def _refuse(where: str, why: str, fix: str) -> Denied:
 
 def read_all(where: str | None = None) -> dict[str, str]:
     """Every saved token by client name; {} when there is no file. Refuses an unsafe file with `denied.path`."""
+    return _read(where)[0]
+
+
+def _read(where: str | None = None) -> tuple[dict[str, str], str]:
+    """The saved client tokens by name, and the team store's token ('' when none)."""
     where = where or path()
     try:  # O_NONBLOCK: a FIFO planted here must not hang the harness; fstat then refuses it
         fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
-        return {}
+        return {}, ""
     except OSError as exc:
         if os.path.islink(where):
             raise _refuse(where, "is a symbolic link", f"rm {where} and save the token again") from None
@@ -73,10 +78,15 @@ def read_all(where: str | None = None) -> dict[str, str]:
     except ValueError:
         document = None
     clients = document.get("clients") if isinstance(document, dict) else None
-    if not isinstance(clients, dict) or not all(isinstance(v, str) for v in clients.values()):
+    team = document.get("team", "") if isinstance(document, dict) else None
+    if (
+        not isinstance(clients, dict)
+        or not all(isinstance(v, str) for v in clients.values())
+        or not isinstance(team, str)
+    ):
         raise Failed("credentials", f"{where} is not a hivemem credential file", path=where,
                      fix=f"move {where} away and save the tokens again")  # fmt: skip
-    return {str(k): v for k, v in clients.items()}
+    return {str(k): v for k, v in clients.items()}, team
 
 
 def read(name: str) -> str:
@@ -89,22 +99,45 @@ def save(name: str, token: str) -> str:
     check_name(name)
     paths.ensure_dir(directory())
     where = path()
-    clients = read_all(where)
+    clients, team = _read(where)
     clients[name] = token
-    document = {"format": "hivemem.credentials", "version": 1, "clients": dict(sorted(clients.items()))}
-    paths.write_private(where, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
+    _write(where, clients, team)
     return where
 
 
 def forget(name: str) -> bool:
     """Drop the token saved for client `name` (after `client remove`); True if one was saved."""
     where = path()
-    clients = read_all(where)
+    clients, team = _read(where)
     if clients.pop(name, None) is None:
         return False
-    document = {"format": "hivemem.credentials", "version": 1, "clients": dict(sorted(clients.items()))}
-    paths.write_private(where, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
+    _write(where, clients, team)
     return True
+
+
+def read_team(where: str | None = None) -> str:
+    """The client token this person uses on the team store (`hivemem team join`), or '' (docs/team.md)."""
+    return _read(where)[1]
+
+
+def save_team(token: str) -> str:
+    """Keep the team store's client token (replacing an older one); returns the file's path. 0600, like the rest."""
+    paths.ensure_dir(directory())
+    where = path()
+    clients, _ = _read(where)
+    _write(where, clients, token)
+    return where
+
+
+def _write(where: str, clients: dict[str, str], team: str) -> None:
+    document: dict[str, object] = {
+        "format": "hivemem.credentials",
+        "version": 1,
+        "clients": dict(sorted(clients.items())),
+    }
+    if team:
+        document["team"] = team
+    paths.write_private(where, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
 
 
 def record_executable(command: list[str]) -> str:

@@ -55,6 +55,29 @@ def without_password(url: str) -> str:
     return make_conninfo("", **settings)
 
 
+def bounded(url: str, timeout_ms: int) -> str:
+    """A team store's connection string with its waits bounded by `team.timeout_ms` (docs/team.md, D392): libpq's
+    connect timeout (whole seconds, at least 2), TCP's user timeout and keepalives (unacknowledged data ends the
+    connection), and on the server a lock wait, a statement and an idle transaction that outlast it are ended.
+    Settings the URL already names are kept."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    given = conninfo_to_dict(url)
+    extra: dict[str, str] = {}
+    defaults = {
+        "connect_timeout": str(max(2, -(-timeout_ms // 1000))),
+        "tcp_user_timeout": str(timeout_ms),
+        "keepalives": "1",
+        "keepalives_idle": "5",
+        "keepalives_interval": "2",
+        "keepalives_count": "2",
+    }
+    extra = {k: v for k, v in defaults.items() if k not in given}
+    server = f"-c lock_timeout={timeout_ms} -c idle_in_transaction_session_timeout={max(timeout_ms, 1000)}"
+    extra["options"] = f"{given['options']} {server}" if given.get("options") else server
+    return make_conninfo(url, **extra)
+
+
 def _defaults() -> dict[str, tuple[str, str]]:
     """For each setting doctor reads: the environment variable libpq takes it from, and its compiled default."""
     from psycopg.pq import Conninfo

@@ -67,6 +67,7 @@ class Hit(MemoryBase):
 
     confidence: float
     snippet: str
+    store: NotRequired[str]  # `personal` or `team`, only with a team store mounted (docs/team.md)
 
 
 class SearchHit(Hit):
@@ -145,6 +146,7 @@ class MemoryPage(Shape):
     memories: list[Hit]
     next: str | None
     window: NotRequired[Window]
+    unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
 class SearchResult(Shape):
@@ -153,6 +155,7 @@ class SearchResult(Shape):
     results: list[SearchHit]
     next: NotRequired[str]
     window: NotRequired[Window]
+    unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
 class Recall(Shape):
@@ -161,6 +164,7 @@ class Recall(Shape):
     text: str
     count: int
     truncated: bool
+    unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
 class Forgotten(Shape):

@@ -101,6 +101,8 @@ def grouped(memories: list[Mapping[str, Any]], spaces: Sequence[str]) -> list[Ma
 def record(memory: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
     """The record of one memory, fields in the order of docs/hooks.md, content bounded to `max_chars`."""
     out: dict[str, Any] = {key: memory[key] for key in ("id", "revision", "space", "kind")}
+    if memory.get("store"):  # only with a team store mounted (docs/team.md)
+        out["store"] = memory["store"]
     if memory.get("title"):
         out["title"] = memory["title"]
     out["tags"] = memory["tags"]

@@ -17,6 +17,9 @@ EXTRA = {
         "init": "Create the store (a team store's schema when store.url is set) and the owner key, shown once.",
         "restore": "Replace the store with a validated backup while no daemon runs (owner).",
     },
+    "team": {
+        "join": "Keep your client token of the team store (team.url) in hivemem's credential store, 0600.",
+    },
 }
 HELP = ("--help", "-h", "help")
 
@@ -63,6 +66,10 @@ def run(group: str, args: list[str]) -> int:
         from hivemem.cli import store_init
 
         return store_init.run(args[1:])
+    if (group, args[0]) == ("team", "join"):
+        from hivemem.cli import team
+
+        return team.join(args[1:])
     if (group, args[0]) == ("store", "restore"):
         from hivemem.cli import restore
 

@@ -176,7 +176,7 @@ HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                               "skill", "hook", "mcp")),
     ("The store", ("store init", "store status", "store check", "store repair-fts", "store backup",
                    "store restore", "store export", "store import", "embeddings reindex", "events", "events list",
-                   "events follow", "config", "config reload", "doctor")),
+                   "events follow", "config", "config reload", "team join", "doctor")),
     ("The daemon", ("serve", "stop", "ping")),
 )  # fmt: skip
 

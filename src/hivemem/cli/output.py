@@ -216,7 +216,7 @@ def human(verb: str, ok: dict[str, Any]) -> str:
     table = records.table_member(declared.result) if declared is not None else None
     if table is not None and isinstance(ok.get(table[0]), list):
         key, shape = table
-        cols = _with_review(records.columns(shape), ok[key])
+        cols = _with_store(_with_review(records.columns(shape), ok[key]), ok[key])
         rows = [[_cell(header, member, r) for header, member in cols] for r in ok[key]]
         mode = [f"mode: {ok['mode']}" + (f" (fallback: {ok['fallback']})" if ok.get("fallback") else "")] if (
             "mode" in ok) else []  # fmt: skip
@@ -256,8 +256,18 @@ def _preview(ok: dict[str, Any]) -> str:
     return "\n".join((_table([["FROM", "KIND", "TEXT"], *rows]) if rows else ["nothing to import"]) + _footer(ok))
 
 
+def _with_store(cols: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """With a team store mounted, a STORE column after SPACE says where each memory lives (docs/team.md)."""
+    if not any(r.get("store") for r in rows) or ("SPACE", "space") not in cols:
+        return cols
+    at = cols.index(("SPACE", "space")) + 1
+    return (*cols[:at], ("STORE", "store"), *cols[at:])
+
+
 def _footer(ok: dict[str, Any]) -> list[str]:
     lines = [f"next: {ok['next']}  (pass --after {ok['next']} for the next page)"] if ok.get("next") else []
+    if ok.get("unavailable"):  # a merged read whose team part did not answer in time (docs/team.md)
+        lines.append(f"unavailable: {', '.join(ok['unavailable'])} (only what the other stores hold is shown)")
     if isinstance(ok.get("window"), dict):  # the absolute window of a search or list with since/until
         w = ok["window"]
         lines.append(f"window: {w.get('on')} from {w.get('since', 'the start')} to before {w.get('until', 'now')}")

@@ -20,6 +20,8 @@ ERROR_CODES = (
     ("invalid_params.content", "content that is empty or only whitespace, or holds a control character"),
     ("invalid_params.title", "a control character in a title"),
     ("invalid_params.space", "a space name outside the grammar"),
+    ("invalid_params.stores", "one request names memories or spaces of both the personal and the team store"),
+    ("invalid_params.token", "`team join` was given something other than a client token"),
     ("invalid_params.provenance", "a provenance member unknown, mistyped or over its bound"),
     ("invalid_params.query", "an empty or whitespace-only query"),
     ("invalid_params.after", "a search cursor that is not the `next` of this same search"),
@@ -70,6 +72,11 @@ ERROR_CODES = (
     ("conflict.daemon_running", "restore while a daemon serves the store (data.fix)"),
     ("unavailable.not_running", "no daemon, and it may not be started (data.fix)"),
     ("unavailable.store_busy", "another writer holds the database past the busy timeout"),
+    (
+        "unavailable.team_store",
+        "the mounted team store did not answer within team.timeout_ms (data.outcome says "
+        "whether the write is known not to be written)",
+    ),
     ("unavailable.daemon_start", "a started daemon did not report ready in time"),
     ("unavailable.daemon_gone", "the connection to the daemon was lost"),
     ("unavailable.timeout", "no answer from the daemon within a client's time budget (hooks: 1.5 s)"),

@@ -50,14 +50,14 @@ def _set(args: list[str], json_mode: bool) -> int:
     current = config.load()
     where = paths.resolve(current["store.path"], current.path, bool(current["store.url"]))
     _require_owner(where.owner_key, where.store)
-    if ns.key == "store.url":
-        _refuse_password(str(config.parse_value(ns.key, ns.value)))
+    if ns.key in ("store.url", "team.url"):
+        _refuse_password(str(config.parse_value(ns.key, ns.value)), ns.key)
     value = config.set_value(current.path, ns.key, ns.value)
     _reload_running_daemon()
     return output.result("config.set", {"key": ns.key, "value": value}, json_mode)
 
 
-def _refuse_password(url: str) -> None:
+def _refuse_password(url: str, key: str = "store.url") -> None:
     """A team store's password belongs in libpq's password file, never in hivemem's config (docs/team.md)."""
     from hivemem import config, libpq
 
@@ -65,9 +65,9 @@ def _refuse_password(url: str) -> None:
         pgpass = libpq.password_file(config.libpq_environment())
         raise InvalidParams(
             "config",
-            "config key store.url: holds a password; hivemem's config never stores credentials",
-            key="store.url",
-            fix=f"set store.url without the password and put it in {pgpass} (0600): host:port:database:user:password",
+            f"config key {key}: holds a password; hivemem's config never stores credentials",
+            key=key,
+            fix=f"set {key} without the password and put it in {pgpass} (0600): host:port:database:user:password",
         )
 
 

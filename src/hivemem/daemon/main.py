@@ -84,6 +84,10 @@ def serve(*, on_demand: bool = False, ready_fd: int | None = None) -> int:
     # The secret detector's import takes a few tenths of a second: build it now, beside the first requests.
     threading.Thread(target=secrets.warm, name="secrets-warm", daemon=True).start()
     server = Server(store, config, owner_key, log, reload=reload, key_path=where.owner_key)
+    if config["team.url"]:  # a team store beside the personal one, opened at its first use (docs/team.md)
+        from hivemem.daemon.team import Team
+
+        server.team = Team(config, limits_from(config), os.path.join(os.path.dirname(where.store), "team"), log)
     if not store.readonly:
         server.worker = start_embeddings(store, config, server, log)
     try:

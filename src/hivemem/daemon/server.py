@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hivemem import __version__, ops, peer, progress, protocol, secrets
 from hivemem.auth import Principal
@@ -26,8 +26,10 @@ from hivemem.store.limits import Limits
 
 if TYPE_CHECKING:
     from hivemem.daemon.embedder import Worker
+    from hivemem.daemon.team import Team
 
 READERS = 4
+T = TypeVar("T")
 DRAIN_SECONDS = 2.0
 DAY = 86400.0
 HELLO_PARAMS = ("token", "client", "version")
@@ -78,6 +80,7 @@ class Server:
         self.exit_code = 0
         self.moved = False
         self.worker: Worker | None = None  # the embedding worker when a provider is on
+        self.team: Team | None = None  # the team store mounted beside this one (config team.url, docs/team.md)
         self._compact: asyncio.TimerHandle | None = None
         self._compacting = False  # a merge of the index is under way
         self._compact_busy = 0.0  # the writer's time in the merge under way
@@ -297,16 +300,32 @@ class Server:
             raise InvalidParams("protocol", "say hello first")
         if self.store.readonly and isinstance(params, dict):  # a read-only store still answers searches
             params = {**params, **{p.name: False for p in ops.verb_for(verb).params if p.writes and p.name in params}}
-        if ops.needs_writer(verb, params):
-            result = await self._write(who, verb, params, size, listener)
-        else:
-            result = await loop.run_in_executor(self.readers, self._read, who, verb, params, listener)
+        if self.team is not None:
+            from hivemem.daemon.team import federated
+
+            found = await federated(self.team, self._personal, self._on_reader, who, verb, params, size, listener)
+            if found is not None:
+                return found
+        result = await self._personal(who, verb, params, size, listener)
         traits = ops.verb_for(verb)  # known: it was dispatched
         if traits.stream:
             assert isinstance(result, ops.Stream), f"{traits.name} has the stream trait but returned no Stream"
             state.stream = (traits.stream, result)
         self._effect(traits, who)
         return result
+
+    async def _personal(self, who: Principal, verb: str, params: object, size: int,
+                        listener: progress.Listener | None) -> dict[str, Any]:  # fmt: skip
+        """One verb on the personal store: a write on the single writer, a read on a reader."""
+        if ops.needs_writer(verb, params):
+            return await self._write(who, verb, params, size, listener)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.readers, self._read, who, verb, params, listener)
+
+    async def _on_reader(self, work: Callable[[Store], T]) -> T:
+        """`work` with this thread's reader of the personal store, on a reader thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.readers, lambda: work(self.reader_store()))
 
     def _effect(self, verb: Verb, who: Principal) -> None:
         """The verb's `effect` trait, once its reply is decided."""
@@ -441,6 +460,8 @@ class Server:
         """Stop the threads, checkpoint the WAL and close every connection."""
         if self.worker is not None:
             self.worker.stop()
+        if self.team is not None:
+            self.team.close()
         self.writer.shutdown(wait=True)
         self.readers.shutdown(wait=True)
         for store in self._reader_stores:

@@ -27,6 +27,14 @@ def recall(store: Store, runtime: Runtime | None, readable: Readable, spaces: li
     """`{text, count, truncated}` for the readable `spaces` of a read path, in their order; `runtime` is the search
     side's embeddings, None when they are off."""
     path = tuple(dict.fromkeys(spaces))
+    memories, matched, bounds = select(store, runtime, readable, path, query, limit, limits)
+    return render(memories, path, bounds, matched=matched).wire()
+
+
+def select(store: Store, runtime: Runtime | None, readable: Readable, path: tuple[str, ...], query: str | None,
+           limit: int | None, limits: Limits) -> tuple[list[MemoryRead], int, Bounds]:  # fmt: skip
+    """The memories a recall of `path` renders (best first), how many matched, and the render's bounds; a daemon
+    with a team store mounted selects in each store and renders them together (docs/team.md)."""
     if query is None:
         flt = Filter(readable=readable, spaces=path, kinds=SESSION_KINDS, hide_states=HIDDEN_STATES)
         count = limit or limits.recall_session_limit
@@ -35,8 +43,7 @@ def recall(store: Store, runtime: Runtime | None, readable: Readable, spaces: li
         flt = Filter(readable=readable, spaces=path, hide_states=HIDDEN_STATES)
         count = limit or limits.recall_prompt_limit
         memories, matched = matching(store, runtime, query, flt, count)
-    bounds = Bounds(count, limits.recall_record_chars, limits.recall_total_chars)
-    return render(memories, path, bounds, matched=matched).wire()
+    return memories, matched, Bounds(count, limits.recall_record_chars, limits.recall_total_chars)
 
 
 def matching(store: Store, runtime: Runtime | None, query: str, flt: Filter, limit: int,

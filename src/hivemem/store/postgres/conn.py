@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
+import socket
 from collections.abc import Callable, Iterator, Sequence
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from hivemem.errors import Failed, HivememError, Unavailable
 from hivemem.store.connection import Args, Dialect, Key, Lock, Locking, Row
@@ -140,6 +143,9 @@ class Connection:
     identity: tuple[int, int] | None = None
     filename = ""
     dialect = DIALECT
+    # Called with each statement before it is sent: a mounted team store's deadline refuses what comes after it
+    # (a COMMIT included), so a call its caller gave up on never commits later (docs/team.md, D391).
+    guard: Callable[[str], None] | None = None
 
     def __init__(self, url: str, *, readonly: bool = False, timeout_ms: int = 0) -> None:
         self.url = url
@@ -157,7 +163,9 @@ class Connection:
 
     def _open(self) -> psycopg.Connection[Row]:
         try:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10, application_name="hivemem")
+            given = "connect_timeout" in conninfo_to_dict(self.url)  # the URL's own (a mounted team store's) is kept
+            url = self.url if given else make_conninfo(self.url, connect_timeout=10)
+            conn = psycopg.connect(url, autocommit=True, application_name="hivemem")
         except psycopg.Error as exc:
             raise unreachable(exc) from None
         if self.timeout_ms:
@@ -285,6 +293,8 @@ class Connection:
 
     def run(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
         """A PostgreSQL statement, its parameters bound by the server (arrays too); errors as the wire's."""
+        if self.guard is not None:
+            self.guard(sql)
         if self._release and sql not in ("COMMIT", "ROLLBACK"):
             self._release = False
             self.run("RELEASE hivemem")
@@ -307,6 +317,16 @@ class Connection:
         self.run("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         self._in_transaction, self._writing = True, write
         return Cursor([])
+
+    def interrupt(self) -> None:
+        """Shut the socket down from another thread: a statement waiting on a server that no longer answers fails
+        at once (its transaction is then lost, never committed), and the next statement reconnects."""
+        with contextlib.suppress(OSError, psycopg.Error):
+            sock = socket.socket(fileno=os.dup(self.pg.pgconn.socket))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
 
     def close(self) -> None:
         self.pg.close()
