@@ -37,6 +37,7 @@ from hivemem.auth import Principal
 from hivemem.config import Config
 from hivemem.daemon.lifecycle import Log
 from hivemem.errors import Denied, HivememError, InvalidParams, Unavailable
+from hivemem.manifest import BY_NAME
 from hivemem.render import Bounds, render
 from hivemem.search.recall import select
 from hivemem.store import Store, open_store
@@ -46,7 +47,6 @@ PREFIX = "t:"
 PERSONAL, TEAM, BOTH = "personal", "team", "both"
 WORKERS = 4  # threads that may wait on the team store at once; a call finding none free is unavailable at once
 PRINCIPAL_SECONDS = 10.0  # how long the team token's principal is trusted before it is looked up again
-MERGED = ("memory.search", "memory.list")
 ID_PARAMS = ("id", "source", "target", "replacement")
 MEMORY_ID = re.compile(r"^m[1-9][0-9]{0,17}$")
 NEVER_TEAM = re.compile(r"^(user|project(/.*)?)$")
@@ -57,6 +57,17 @@ ROUTED = ("memory.",)
 RECALL_MS = 1000
 UNAVAILABLE_LINE = "hivemem recall: the team store was unavailable; only memories of the personal store are shown."
 T = TypeVar("T")
+
+
+def _mount(verb: str) -> str:
+    """The verb's `mount` trait (hivemem/manifest.py): how it spans the two stores; "" for an unknown verb."""
+    found = BY_NAME.get(verb)
+    return found.mount if found else ""
+
+
+def _listed(verb: str) -> str:
+    """The member of a merged read's result that lists its memories: `memories` (a page) or `results` (hits)."""
+    return "memories" if "memories" in BY_NAME[verb].result.__annotations__ else "results"
 
 
 def matches(space: str, patterns: list[str]) -> bool:
@@ -81,7 +92,7 @@ def plan(verb: str, params: object, patterns: list[str]) -> Plan:
     if not isinstance(params, dict) or not verb.startswith(ROUTED):
         return Plan(PERSONAL, params)
     ids = {k: v for k, v in params.items() if k in ID_PARAMS and isinstance(v, str) and MEMORY_ID.match(_bare(v))}
-    if verb not in ("memory.relate", "memory.unrelate"):
+    if _mount(verb) != "pair":
         ids.pop("source", None)  # elsewhere `source` is free text
     team_ids = {k for k, v in ids.items() if v.startswith(PREFIX)}
     space = params.get("space")
@@ -110,7 +121,7 @@ def _by_spaces(verb: str, params: dict[str, Any], patterns: list[str], first_pag
     spaces = params.get("spaces")
     if spaces is not None and not (isinstance(spaces, list) and all(isinstance(s, str) for s in spaces)):
         return Plan(PERSONAL, params)
-    merged = verb in MERGED and first_page
+    merged = _mount(verb) == "merged" and first_page
     if spaces is None:
         return Plan(BOTH, params, params) if merged else Plan(PERSONAL, params)
     team = [s for s in spaces if matches(s, patterns)]
@@ -146,7 +157,7 @@ def qualify(result: dict[str, Any], verb: str) -> dict[str, Any]:
         if isinstance(out.get(key), str) and MEMORY_ID.match(out[key]):
             out[key] = PREFIX + out[key]
     for key in ("source", "target"):
-        if verb in ("memory.relate", "memory.unrelate") and isinstance(out.get(key), str):
+        if _mount(verb) == "pair" and isinstance(out.get(key), str):
             out[key] = PREFIX + out[key]
     if isinstance(out.get("relations"), list):
         out["relations"] = [_relation(r) for r in out["relations"]]
@@ -192,7 +203,7 @@ def merge(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, limit: int
 
 def unavailable(verb: str, params: Any) -> dict[str, Any]:
     """The empty result of a read whose only part, the team store's, did not answer."""
-    if verb == "memory.list":
+    if _listed(verb) == "memories":
         return {"memories": [], "next": None, "unavailable": [TEAM]}
     return {"mode": params.get("mode", "auto") if isinstance(params, dict) else "auto", "results": [],
             "unavailable": [TEAM]}  # fmt: skip
@@ -339,11 +350,11 @@ class Team:
             if not who.can(right, space) if right != "admin" else not who.is_owner:
                 raise Denied(right, f"this connection may not {right} in {space!r}", space=space)
         result = ops.run(store, principal, checked)
-        if verb in MERGED and not who.is_owner:
+        if _mount(verb) == "merged" and not who.is_owner:
             for key in ("results", "memories"):
                 if isinstance(result.get(key), list):
                     result = {**result, key: [m for m in result[key] if who.can("read", str(m.get("space")))]}
-        if verb in MERGED and not p.get("spaces"):
+        if _mount(verb) == "merged" and not p.get("spaces"):
             for key in ("results", "memories"):
                 if isinstance(result.get(key), list):
                     result = {**result, key: [m for m in result[key] if matches(str(m.get("space")), self.patterns)]}
@@ -400,18 +411,18 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
                     size: int, listener: Any) -> dict[str, Any] | None:  # fmt: skip
     """A request the mounted team store takes part in, answered; None for one the personal store alone serves as
     it always has (the daemon then runs it itself)."""
-    if verb == "memory.recall":
+    if _mount(verb) == "recall":
         return await _recall(team, reader, who, params)
     route = team.plan(verb, params)
     if route.where == PERSONAL:
-        if verb not in MERGED:
+        if _mount(verb) != "merged":
             return None
         return personal(await mine(who, verb, route.personal, size, listener))
     if route.where == TEAM:
         try:
             return await team.call(who, verb, route.team)
         except Unavailable as exc:
-            if verb in MERGED and exc.code == "unavailable.team_store":
+            if _mount(verb) == "merged" and exc.code == "unavailable.team_store":
                 return unavailable(verb, params)
             raise
     own = asyncio.ensure_future(mine(who, verb, route.personal, size, listener))
@@ -423,9 +434,7 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
         missing = True
         if exc.code != "unavailable.team_store":
             team.log.write(f"team store: {verb}: {exc.code}")
-    result = merge(
-        personal(await own), theirs, _limit(verb, params), "memories" if verb == "memory.list" else "results"
-    )
+    result = merge(personal(await own), theirs, _limit(verb, params), _listed(verb))
     if missing:
         result["unavailable"] = [TEAM]
     return result
