@@ -283,3 +283,11 @@ def test_config_set_refuses_a_url_with_a_password(home: Home) -> None:
     assert "Sw0rdf1sh-9q" not in result.out + result.err
     good = "postgresql://hive@db.example.com/hivemem?sslmode=verify-full"
     assert home.ok("config", "set", "--key", "store.url", "--value", good)["value"] == good
+
+
+def test_no_mounted_team_store_means_the_team_checks_pass(home: Home) -> None:
+    code, _, checks = doctor(home)
+    assert code == 0
+    for cid in ("team.reachable", "team.tls", "team.token", "team.schema"):
+        assert checks[cid] == {"id": cid, "status": "ok", "message": "no team store mounted: team.url is empty",
+                               "fix": ""}  # fmt: skip

@@ -454,3 +454,75 @@ def test_a_team_write_whose_commit_answer_is_lost_says_its_outcome_is_unknown(te
             assert [h["store"] for h in found["results"]] == ["team"]  # reading it back, as the error's fix says
     finally:
         proxy.close()
+
+
+# Doctor checks the mounted team store (`team.*`) as it checks the personal one
+
+
+TEAM_CHECKS = ("team.reachable", "team.tls", "team.token", "team.schema")
+
+
+def team_doctor(h: Home) -> tuple[int, str, dict[str, dict[str, str]]]:
+    result = h.cli("doctor", "--json", token=None)
+    assert result.code == result.json["status"], result
+    return result.code, result.out, {c["id"]: c for c in result.json["checks"]}
+
+
+def test_doctor_checks_a_mounted_team_store_it_reaches_with_a_token_it_accepts(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        code, _, checks = team_doctor(ana)
+        assert code == 0 and all(checks[c]["status"] == "ok" for c in TEAM_CHECKS), checks
+        assert "connected in" in checks["team.reachable"]["message"]
+        assert "on this machine" in checks["team.tls"]["message"]
+        assert "client ana" in checks["team.token"]["message"] and team.tokens["ana"] not in str(checks)
+        assert checks["team.schema"]["message"].startswith("schema version ")
+        assert ana.daemon_pid() is None  # doctor connects itself and starts nothing
+
+
+def test_doctor_warns_of_no_team_token_and_fails_one_the_team_store_refuses(team: Team) -> None:
+    with person(team.url) as nobody:
+        code, _, checks = team_doctor(nobody)
+        token = checks["team.token"]
+        assert code == 0 and token["status"] == "warn" and "no team client token" in token["message"], token
+        assert "hivemem team join --token" in token["fix"]
+        assert checks["team.reachable"]["status"] == checks["team.schema"]["status"] == "ok"
+    with person(team.url, "hm1.g9." + "a" * 43) as stranger:
+        code, _, checks = team_doctor(stranger)
+        token = checks["team.token"]
+        assert code == 1 and token["status"] == "fail" and "refuses the saved team token" in token["message"], token
+        assert "hivemem team join --token" in token["fix"]
+
+
+def test_doctor_fails_an_unreachable_team_store_without_showing_its_password(team: Team) -> None:
+    parts = urlsplit(via(team.url, free_port()))  # nothing listens there
+    closed = urlunsplit(parts._replace(netloc=f"hm_doctor:Secret-pw-42@{parts.hostname}:{parts.port}"))
+    with person(closed, team.tokens["ana"], timeout_ms=500) as ana:
+        started = time.monotonic()
+        code, out, checks = team_doctor(ana)
+        assert time.monotonic() - started < 20
+        reachable = checks["team.reachable"]
+        assert code == 1 and reachable["status"] == "fail" and "cannot be reached" in reachable["message"], reachable
+        assert "Secret-pw-42" not in out
+        assert checks["team.token"]["status"] == checks["team.schema"]["status"] == "warn"
+        assert "team.reachable fails" in checks["team.schema"]["message"]
+        assert checks["store.open"]["status"] == "ok"  # the personal store's checks are unchanged
+
+
+def test_doctor_fails_a_team_url_naming_a_database_without_a_hivemem_store(team: Team) -> None:
+    with pg_database() as empty, person(empty, team.tokens["ana"]) as ana:
+        code, _, checks = team_doctor(ana)
+        schema = checks["team.schema"]
+        assert code == 1 and schema["status"] == "fail" and "no hivemem store" in schema["message"], schema
+        assert "store init" in schema["fix"] and checks["team.reachable"]["status"] == "ok"
+        with psycopg.connect(empty, autocommit=True) as conn:
+            conn.execute("CREATE TABLE other (x int)")
+        code, _, checks = team_doctor(ana)
+        assert code == 1 and "not a hivemem store" in checks["team.schema"]["message"], checks["team.schema"]
+
+
+def test_doctor_applies_the_tls_rule_to_team_url() -> None:
+    with person("postgresql://192.0.2.7/hivemem?connect_timeout=1", timeout_ms=100) as h:
+        _, _, checks = team_doctor(h)
+        tls = checks["team.tls"]
+        assert tls["status"] == "warn" and "without TLS" in tls["message"] and "team.url" in tls["fix"], tls
+        assert checks["store.tls"]["status"] == "ok"  # the personal store is still the local file

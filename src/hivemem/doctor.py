@@ -6,10 +6,10 @@ import os
 import stat
 import subprocess
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from hivemem import config as config_mod
-from hivemem import libpq, paths
+from hivemem import credentials, libpq, paths
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError, Unsupported
 from hivemem.store import local as integrity
@@ -45,6 +45,7 @@ class Doctor:
         self.paths = paths.resolve(cfg["store.path"], cfg.path, bool(cfg["store.url"]))
         self.hello = self._ping(cfg)
         self._facts: dict[str, Any] | str | None = None
+        self._mounted: dict[str, Any] | None = None
 
     def _ping(self, cfg: config_mod.Config) -> dict[str, Any] | None:
         client = DaemonClient(cfg, token="", start=False, name="doctor")
@@ -288,9 +289,9 @@ class Doctor:
         message = f"{total} finding{'s' if total != 1 else ''} ({', '.join(found)}) in {report['memories']} memories"
         return check("memory.hygiene", "warn", message, fix)
 
-    def _team_store(self) -> libpq.Target | None:
+    def _team_store(self, key: Literal["store.url", "team.url"] = "store.url") -> libpq.Target | None:
         cfg = self.config or config_mod.Config()
-        url = cfg["store.url"]
+        url = cfg[key]
         try:
             return libpq.target(url, config_mod.libpq_environment()) if url else None
         except Unsupported as exc:
@@ -298,28 +299,31 @@ class Doctor:
 
     def store_tls(self) -> Check:
         """A team store reached over the network in the clear (docs/team.md): memory text and logins can be read."""
-        found = self._team_store()
+        return self._tls("store.tls", "store.url", "no team store: store.url is empty (the SQLite store file is local)")
+
+    def _tls(self, cid: str, key: Literal["store.url", "team.url"], empty: str) -> Check:
+        found = self._team_store(key)
         if found is None:
-            return check("store.tls", "ok", "no team store: store.url is empty (the SQLite store file is local)")
+            return check(cid, "ok", empty)
         if not found.driver:
-            return check("store.tls", "fail", found.problem, libpq.TEAM_EXTRA)
+            return check(cid, "fail", found.problem, libpq.TEAM_EXTRA)
         if found.problem:
-            fix = "hivemem config set --key store.url --value 'postgresql://HOST/DB?sslmode=verify-full'"
-            return check("store.tls", "warn", f"store.url cannot be read as libpq reads it: {found.problem}", fix)
+            fix = f"hivemem config set --key {key} --value 'postgresql://HOST/DB?sslmode=verify-full'"
+            return check(cid, "warn", f"{key} cannot be read as libpq reads it: {found.problem}", fix)
         remote, mode = found.remote, f"sslmode={found.sslmode} from {found.sslmode_from}"
         if not remote:
-            return check("store.tls", "ok", "the team store is on this machine (loopback or Unix socket)")
+            return check(cid, "ok", "the team store is on this machine (loopback or Unix socket)")
         where = ", ".join(remote[:5])
         if not found.encrypted:
-            return check("store.tls", "warn",
+            return check(cid, "warn",
                          f"the team store at {where} is reached without TLS ({mode}): memory text and logins "
                          "cross the network readable by anyone on the path",
-                         "add sslmode=verify-full to store.url (?sslmode=verify-full) and the server's CA "
+                         f"add sslmode=verify-full to {key} (?sslmode=verify-full) and the server's CA "
                          "certificate as ~/.postgresql/root.crt (docs/team.md)")  # fmt: skip
         if found.sslmode != libpq.VERIFIED and found.sslmode in libpq.TLS_MODES:
-            return check("store.tls", "ok", f"TLS to {where} ({mode}); the server's name is not checked against "
+            return check(cid, "ok", f"TLS to {where} ({mode}); the server's name is not checked against "
                          "its certificate", "sslmode=verify-full also checks it (docs/team.md)")  # fmt: skip
-        return check("store.tls", "ok", f"encrypted to {where} ({mode}, gssencmode={found.gssencmode})")
+        return check(cid, "ok", f"encrypted to {where} ({mode}, gssencmode={found.gssencmode})")
 
     def store_credentials(self) -> Check:
         """A password in hivemem's config (docs/team.md keeps credentials in libpq's own files); never shows it."""
@@ -390,6 +394,80 @@ class Doctor:
                          "(docs/team.md)")  # fmt: skip
         return check("store.logging", "ok", f"statements of role {facts['user']} are not logged with their parameters")
 
+    # A team store mounted beside the personal one (`team.url`, docs/team.md): checked as the store's own are.
+
+    def _mount(self) -> dict[str, Any] | None:
+        """What `team.reachable`, `team.token` and `team.schema` read, over one connection made with team.url as
+        the daemon makes it (bounded by team.timeout_ms); None: no team store mounted."""
+        cfg = self.config or config_mod.Config()
+        if not cfg["team.url"]:
+            return None
+        if self._mounted is None:
+            token = credentials.read_team() if self._team_token() == "" else ""
+            self._mounted = integrity.team_mount(str(cfg["team.url"]), int(cfg["team.timeout_ms"]), token)
+        return self._mounted
+
+    def _team_token(self) -> str:
+        """'' when a team token can be read, else why not (no token saved, or the credential store refuses)."""
+        try:
+            return "" if credentials.read_team() else "no team client token is saved on this machine"
+        except HivememError as exc:
+            return exc.message
+
+    def team_reachable(self) -> Check:
+        found = self._mount()
+        if found is None:
+            return check("team.reachable", "ok", NO_TEAM)
+        if found["unreachable"]:
+            return check("team.reachable", "fail", found["unreachable"],
+                         "check that the server at team.url answers, or empty team.url to unmount it "
+                         "(hivemem config set --key team.url --value '')")  # fmt: skip
+        timeout = int((self.config or config_mod.Config())["team.timeout_ms"])
+        if found["ms"] > timeout:
+            return check("team.reachable", "warn", f"connecting took {found['ms']} ms, more than team.timeout_ms "
+                         f"({timeout} ms): calls on the team store will be given up as unavailable",
+                         "raise team.timeout_ms (hivemem config set --key team.timeout_ms --value MS)")  # fmt: skip
+        return check("team.reachable", "ok", f"connected in {found['ms']} ms (team.timeout_ms {timeout})")
+
+    def team_tls(self) -> Check:
+        """The rule of `store.tls`, applied to team.url."""
+        return self._tls("team.tls", "team.url", NO_TEAM)
+
+    def team_token(self) -> Check:
+        """A team client token is saved (`hivemem team join`) and the team store accepts it."""
+        found = self._mount()
+        if found is None:
+            return check("team.token", "ok", NO_TEAM)
+        fix = "hivemem team join --token TOKEN, with a client token the team store's administrator made for you"
+        missing = self._team_token()
+        if missing:
+            return check("team.token", "warn", f"{missing}: the team store refuses every call from here", fix)
+        if found["token"] is None:
+            why = "team.reachable" if found["unreachable"] else "team.schema"
+            return check("team.token", "warn", f"not checked: {why} fails")
+        if found["token"]:
+            return check("team.token", "fail", f"the team store refuses the saved team token ({found['token']})", fix)
+        return check("team.token", "ok", f"the team store accepts the saved team token (client {found['client']})")
+
+    def team_schema(self) -> Check:
+        """The team store's schema is one this hivemem reads."""
+        found = self._mount()
+        if found is None:
+            return check("team.schema", "ok", NO_TEAM)
+        if found["unreachable"]:
+            return check("team.schema", "warn", "not checked: team.reachable fails")
+        if found["schema"]:
+            return check("team.schema", "fail", found["schema"],
+                         "point team.url at a hivemem team store, or upgrade hivemem on this machine")  # fmt: skip
+        version, newest = found["version"], found["newest"]
+        init = "as the schema's owner: hivemem store init --runtime-role ROLE with store.url naming it (docs/team.md)"
+        if version is None:
+            return check("team.schema", "fail", "the database at team.url holds no hivemem store yet", init)
+        if version < newest:
+            return check("team.schema", "warn", f"schema version {version}; this hivemem reads {newest} and migrates "
+                         "it on first use, which only the schema's owner may do", init)  # fmt: skip
+        return check("team.schema", "ok", f"schema version {version}")
+
     def git_tracked(self) -> Check:
         tracked = _git_files()
         names = {*TRACKED_NAMES, *(os.path.basename(self.paths.store) + s for s in ("", "-wal", "-shm"))}
@@ -404,6 +482,7 @@ class Doctor:
         return check("git.tracked", "ok", "no hivemem file is tracked by git here")
 
 
+NO_TEAM = "no team store mounted: team.url is empty"
 LOGGING = ("log_statement", "log_min_duration_statement", "log_min_duration_sample", "log_statement_sample_rate",
            "log_transaction_sample_rate", "log_parameter_max_length", "log_parameter_max_length_on_error",
            "log_min_error_statement")  # fmt: skip
@@ -518,6 +597,10 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
     Doctor.store_credentials,
     Doctor.store_role_rights,
     Doctor.store_logging,
+    Doctor.team_reachable,
+    Doctor.team_tls,
+    Doctor.team_token,
+    Doctor.team_schema,
     Doctor.secrets_stored,
     Doctor.daemon_status,
     Doctor.daemon_version,
