@@ -228,6 +228,7 @@ class Home:
 
     def stop(self) -> None:
         """daemon.stop as owner, then wait until the daemon has checkpointed and released the store lock."""
+        self.activate()  # the socket's folder comes from the process's environment, perhaps another home's
         if not self.running():
             return
         client = self.client(start=False)
