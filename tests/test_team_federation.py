@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import jsonschema
 import psycopg
 import pytest
 
-from conftest import Home, fails, isolated_home, pg_database
+from conftest import Home, fails, isolated_home, mcp_session, pg_database
 from hivemem import config, credentials, records, schemas
 from hivemem.client import DaemonClient
 from hivemem.daemon.team import matches, plan, qualify
@@ -331,6 +332,59 @@ def test_a_stopped_team_store_leaves_personal_reads_whole_and_fails_team_writes(
         assert text.splitlines()[0].startswith("hivemem recall: the team store was unavailable"), text
         assert [r["store"] for r in envelope(text)] == ["personal"]
         print(f"stopped team store: usual {usual * 1000:.0f} ms, federated search {took * 1000:.0f} ms")
+
+
+async def structured(s: Any, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A tool's structured result through a real MCP client session, which itself checks it against the tool's
+    outputSchema; checked here once more with jsonschema against the schema tools/list gave."""
+    result = await s.call_tool(tool, arguments)
+    assert not result.is_error, (tool, result.content)
+    schema = {t.name: t.output_schema for t in (await s.list_tools()).tools}[tool]
+    assert schema is not None, tool
+    jsonschema.validate(result.structured_content, schema)
+    return dict(result.structured_content)
+
+
+def test_mcp_results_from_both_stores_carry_their_store_and_fit_the_output_schema(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        ana.ok("memory", "add", "--space", "user", "--content", "canary releases go out on tuesdays")
+        shared = ana.ok("memory", "add", "--space", "team/platform", "--content", "canary releases use argo rollouts")
+        assert shared["id"].startswith("t:m")
+
+        async def main() -> None:
+            async with mcp_session(ana, tools="") as s:  # the default tool set
+                found = await structured(s, "memory_search", query="canary releases")
+                assert [h["store"] for h in found["results"]] == ["personal", "team"]
+                assert found["results"][0]["id"].startswith("m")
+                assert found["results"][1]["id"] == shared["id"] and "unavailable" not in found
+                listed = await structured(s, "memory_list")
+                assert [(m["store"], m["space"]) for m in listed["memories"]] == [
+                    ("personal", "user"),
+                    ("team", "team/platform"),
+                ]
+                assert listed["memories"][1]["id"] == shared["id"] and "unavailable" not in listed
+
+        anyio.run(main)
+
+
+def test_mcp_with_the_team_store_unreachable_says_so_in_schema_and_fails_team_writes(team: Team) -> None:
+    closed = via(team.url, free_port())  # nothing listens there
+    with person(closed, team.tokens["ana"], timeout_ms=1000) as ana:
+        ana.ok("memory", "add", "--space", "user", "--content", "ana keeps notes on the mcp server")
+
+        async def main() -> None:
+            async with mcp_session(ana, tools="") as s:
+                found = await structured(s, "memory_search", query="notes mcp")
+                assert found["unavailable"] == ["team"] and [h["store"] for h in found["results"]] == ["personal"]
+                listed = await structured(s, "memory_list")
+                assert listed["unavailable"] == ["team"] and [m["store"] for m in listed["memories"]] == ["personal"]
+                result = await s.call_tool("memory_add", {"space": "team/x", "content": "lost?"})
+                assert result.is_error and result.structured_content is None, result
+                (block,) = result.content
+                wire = json.loads(block.text)
+                assert wire["code"] == "unavailable.team_store" and wire["data"]["outcome"] == "not_written", wire
+
+        anyio.run(main)
 
 
 def test_a_team_store_dropping_packets_is_given_up_in_time_and_used_again_when_it_returns(team: Team) -> None:
