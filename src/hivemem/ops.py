@@ -62,6 +62,7 @@ from hivemem.records import (
 )
 from hivemem.search.query import search as run_search
 from hivemem.search.recall import recall as run_recall
+from hivemem.spaces import in_team
 from hivemem.store import files, transfer_scan
 from hivemem.store import transfer_check as documents
 from hivemem.store.base import Keep, MemoryChange, NewMemory, NewSession, SessionQuery, Store, Visible
@@ -672,6 +673,10 @@ def import_(ctx: Context, principal: Principal, p: Params) -> Imported:
         try:
             for space in sorted({m["space"] for m in doc.memories}):
                 _write_space(principal, space)
+                if in_team(space, ctx.limits.elsewhere):  # a space never lives in both stores (docs/team.md)
+                    raise InvalidParams("stores", f"space {space!r} lives in the team store mounted beside this one; "
+                                        "this import writes to the personal store", param="space_map",
+                                        fix="map it to a personal space with --space-map, or leave it out")  # fmt: skip
             if doc.sessions and not session_scope(principal, "write")[0]:
                 raise denied(principal, "write", "session:*")
             return ctx.store.operations.import_document(principal, doc, p["dry_run"])

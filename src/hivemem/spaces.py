@@ -15,6 +15,15 @@ if TYPE_CHECKING:
     from hivemem.manifest import Verb
 
 PROJECT = re.compile(r"project/[a-z0-9][a-z0-9._-]*")  # what `@project` can resolve to
+NEVER_TEAM = re.compile(r"^(user|project(/.*)?)$")  # spaces that stay in the personal store (docs/team.md)
+
+
+def in_team(space: str, patterns: Iterable[str]) -> bool:
+    """Whether `space` lives in a mounted team store: it matches a `team.spaces` pattern (`team/*` matches every
+    space under `team/`) and is not `user` or a project space (docs/team.md)."""
+    if NEVER_TEAM.match(space):
+        return False
+    return any(space == p or (p.endswith("/*") and space.startswith(p[:-1])) for p in patterns)
 
 
 def git_top(start: str) -> str | None:

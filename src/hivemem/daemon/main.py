@@ -46,6 +46,7 @@ def limits_from(config: config_mod.Config) -> Limits:
         search_min_similarity=tuned(config, "search.min_similarity"),
         vector_weight=tuned(config, "search.vector_weight"),
         import_max_bytes=config["import.max_bytes"],
+        elsewhere=tuple(config["team.spaces"]) if config["team.url"] else (),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -385,6 +386,8 @@ class Server:
         if self._reload is None:
             return
         config, limits = self._reload()
+        # team.* is read when the daemon starts (docs/team.md): the mounted store's spaces stay what they were
+        limits = dataclasses.replace(limits, elsewhere=tuple(self.team.patterns) if self.team is not None else ())
         self.config = config
         for store in (self.store, *self._reader_stores):
             store.limits = limits

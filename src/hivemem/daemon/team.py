@@ -23,6 +23,7 @@ outcome nobody here can know; the error says so (`data.outcome = "unknown"`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import threading
@@ -40,6 +41,7 @@ from hivemem.errors import Denied, HivememError, InvalidParams, Unavailable
 from hivemem.manifest import BY_NAME
 from hivemem.render import Bounds, render
 from hivemem.search.recall import select
+from hivemem.spaces import in_team
 from hivemem.store import Store, open_store
 from hivemem.store.limits import Limits
 
@@ -49,7 +51,6 @@ WORKERS = 4  # threads that may wait on the team store at once; a call finding n
 PRINCIPAL_SECONDS = 10.0  # how long the team token's principal is trusted before it is looked up again
 ID_PARAMS = ("id", "source", "target", "replacement")
 MEMORY_ID = re.compile(r"^m[1-9][0-9]{0,17}$")
-NEVER_TEAM = re.compile(r"^(user|project(/.*)?)$")
 # Verbs of other families (sessions, events, clients, the store's own operations) stay personal for now (docs/team.md).
 ROUTED = ("memory.",)
 # A hook waits 1.5 s for its recall (docs/hooks.md): the team's part of a recall is given up sooner, so the hook
@@ -72,9 +73,7 @@ def _listed(verb: str) -> str:
 
 def matches(space: str, patterns: list[str]) -> bool:
     """Whether `space` lives in the team store: it matches a `team.spaces` pattern and is not user or project."""
-    if NEVER_TEAM.match(space):
-        return False
-    return any(space == p or (p.endswith("/*") and space.startswith(p[:-1])) for p in patterns)
+    return in_team(space, patterns)
 
 
 @dataclass
@@ -90,7 +89,7 @@ def plan(verb: str, params: object, patterns: list[str]) -> Plan:
     """The route of one request (D390). Params that are not an object, or a verb outside memory.*, stay personal
     as they came (validation then says what is wrong)."""
     if not isinstance(params, dict) or not verb.startswith(ROUTED):
-        return Plan(PERSONAL, params)
+        return _by_spaces_only(verb, params, patterns)
     ids = {k: v for k, v in params.items() if k in ID_PARAMS and isinstance(v, str) and MEMORY_ID.match(_bare(v))}
     if _mount(verb) != "pair":
         ids.pop("source", None)  # elsewhere `source` is free text
@@ -136,6 +135,19 @@ def _by_spaces(verb: str, params: dict[str, Any], patterns: list[str], first_pag
                         f"spaces of team.spaces ({', '.join(patterns)})", param="spaces")  # fmt: skip
 
 
+def _by_spaces_only(verb: str, params: object, patterns: list[str]) -> Plan:
+    """The route of a verb outside memory.*: with the `spaces` mount (events.list, store.export) the team store
+    when it names only team spaces, else the personal store as it always was (D396)."""
+    if not isinstance(params, dict) or _mount(verb) != "spaces":
+        return Plan(PERSONAL, params)
+    found = _by_spaces(verb, params, patterns, False)
+    if found.where == TEAM and params.get("path") is not None:
+        raise Denied("path", f"{verb} of team spaces runs with your team client token, which may not choose a file: "
+                     "it writes under exports/ in the daemon's team directory and says where", param="path",
+                     fix="leave out --path")  # fmt: skip
+    return found
+
+
 def _bare(value: str) -> str:
     return value[len(PREFIX) :] if value.startswith(PREFIX) else value
 
@@ -166,7 +178,14 @@ def qualify(result: dict[str, Any], verb: str) -> dict[str, Any]:
             out[key] = [{**qualify(item, ""), "store": TEAM} for item in out[key]]
     if isinstance(out.get("next"), str):
         out["next"] = PREFIX + out["next"]
+    if isinstance(out.get("events"), list):  # an event names its memory by the team store's own id
+        out["events"] = [_event(e) for e in out["events"]]
     return out
+
+
+def _event(event: dict[str, Any]) -> dict[str, Any]:
+    memory = event.get("memory")
+    return {**event, "memory": PREFIX + memory} if isinstance(memory, str) and MEMORY_ID.match(memory) else event
 
 
 def _relation(relation: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +270,7 @@ class Team:
         self.timeout_ms = int(config["team.timeout_ms"])
         self.url = libpq.bounded(str(config["team.url"]), self.timeout_ms)
         self.patterns = list(config["team.spaces"])
-        self.limits = limits
+        self.limits = dataclasses.replace(limits, elsewhere=())  # nothing is mounted beside the team store
         self.data_dir = data_dir
         self.log = log
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="team")

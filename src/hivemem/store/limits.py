@@ -22,3 +22,6 @@ class Limits:
     search_min_similarity: float = 0.0
     vector_weight: float = 1.0
     import_max_bytes: int = 256 << 20
+    # The space patterns of a team store mounted beside this one (team.spaces when team.url is set): those spaces
+    # live there, so this store takes none of them in (docs/team.md); empty for a store with nothing beside it.
+    elsewhere: tuple[str, ...] = ()

@@ -1,0 +1,76 @@
+"""Per store, with a team store mounted beside the personal one (docs/team.md, D396): events and export of team
+spaces come from the team store, and an import never writes a team space into the personal store."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import fails
+from test_team_federation import Team, person, team, team_rows
+
+__all__ = ["team"]  # the fixture, used by name
+
+
+def test_events_of_team_spaces_come_from_the_team_store(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        shared = ana.ok("memory", "add", "--space", "team/platform", "--content", "the staging cluster is kind-3")
+        ana.ok("memory", "add", "--space", "user", "--content", "ana reads the audit on fridays")
+
+        # the team's audit is shared: ben sees ana's add there, under its qualified id
+        for h in (ana, ben):
+            events = h.ok("events", "list", "--spaces", "team/platform")["events"]
+            added = [e for e in events if e["type"] == "memory.added"]
+            assert [(e["memory"], e["space"]) for e in added] == [(shared["id"], "team/platform")]
+            assert {e["space"] for e in events if "space" in e} == {"team/platform"}
+
+        # the personal audit holds the personal store's events only, as before
+        mine = ana.ok("events", "list")["events"]
+        assert {e.get("space") for e in mine if e["type"] == "memory.added"} == {"user"}
+        assert ben.ok("events", "list", "--types", "memory.added")["events"] == []
+
+        both = fails(ana, "events", "list", "--spaces", "user", "--spaces", "team/platform",
+                     code="invalid_params.stores", exit_code=2)  # fmt: skip
+        assert "one store" in both["message"]
+
+
+def test_export_of_team_spaces_writes_the_team_stores_document(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        ana.ok("memory", "add", "--space", "team/platform", "--content", "the on-call rota lives in the wiki")
+        ana.ok("memory", "add", "--space", "user", "--content", "ana's private export note")
+
+        exported = ana.ok("store", "export", "--spaces", "team/platform")
+        assert exported["memories"] == 1
+        assert os.path.dirname(os.path.dirname(exported["path"])).endswith("team")  # the team directory's exports/
+        assert os.stat(exported["path"]).st_mode & 0o777 == 0o600
+        with open(exported["path"]) as f:
+            document = json.load(f)
+        assert [m["content"] for m in document["memories"]] == ["the on-call rota lives in the wiki"]
+
+        # the team token names no file on this machine: the owner's --path is refused, nothing is written
+        target = os.path.join(ana.base, "team-export.json")
+        refused = fails(ana, "store", "export", "--spaces", "team/platform", "--path", target,
+                        code="denied.path", exit_code=4)  # fmt: skip
+        assert "--path" in refused["data"]["fix"] and not os.path.exists(target)
+
+        personal = ana.ok("store", "export", "--spaces", "user")  # unchanged for personal spaces
+        with open(personal["path"]) as f:
+            assert [m["content"] for m in json.load(f)["memories"]] == ["ana's private export note"]
+
+
+def test_an_import_never_writes_a_team_space_into_the_personal_store(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        ana.ok("memory", "add", "--space", "user", "--content", "ana keeps a changelog per sprint")
+        path = ana.ok("store", "export", "--spaces", "user")["path"]
+        before = ana.ok("memory", "list")["memories"]
+
+        refused = fails(ana, "store", "import", "--path", path, "--space-map", '{"user": "team/notes"}',
+                        code="invalid_params.stores", exit_code=2)  # fmt: skip
+        assert "team/notes" in refused["message"] and refused["data"]["param"] == "space_map"
+        assert ana.ok("memory", "list")["memories"] == before
+        assert team_rows(team.url, "ana keeps a changelog per sprint") == 0
+
+        mapped = ana.ok("store", "import", "--path", path, "--space-map", '{"user": "project/sprints"}')
+        assert mapped["applied"] is True and mapped["planned"]["add"] == 1
+        listed = ana.ok("memory", "list", "--spaces", "project/sprints")["memories"]
+        assert [(m["space"], m["store"]) for m in listed] == [("project/sprints", "personal")]
