@@ -21,8 +21,10 @@ blocks (`# not run by the docs test:`, tests/test_docs_examples.py's EXEMPT) are
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from conftest import PG_SERVER, pg_superuser
+from conftest import PG_SERVER, pg_database, pg_superuser
 from hivemem.manifest import NOT_RUN
 from test_docs_run import ROOT, commands, fresh_env, script
 
@@ -150,3 +152,81 @@ def test_item11_the_team_guide_runs_as_printed_on_a_postgresql_server(tmp_path: 
             subprocess.run(["hivemem", "stop"], env={**env, "HIVEMEM_TOKEN": "@owner"}, cwd=cwd, capture_output=True,
                            timeout=60, check=False)  # fmt: skip
         drop(names)
+
+
+# The walkthrough of a fresh laptop joining a team store ("From a fresh laptop to a first shared memory") is a pasted
+# transcript: ```text blocks whose lines starting with "$ " are commands, the lines after each what it printed. It is
+# replayed here on a fresh team store made as the walkthrough says (two client tokens, in its order) and compared
+# line by line, after one rewrite each way (docs/decisions.md D397): the walkthrough's team.url names this run's
+# database, its cut tokens are the tokens made here, and in what the commands print the home directory is `~` and
+# the figures that change from run to run (milliseconds, timestamps) are masked on both sides.
+WALKTHROUGH = "### From a fresh laptop to a first shared memory"
+TRANSCRIPT = re.compile(r"^```text\n(\$ .*?)^```", re.S | re.M)
+WALK_URL = "postgresql://127.0.0.1:5432/hivemem"
+CUT_TOKEN = re.compile(r"hm1\.(g\d+)\.…")
+GRANTS = '[{"right":"read","scope":"*"},{"right":"write","scope":"space:team/*"}]'
+VARIES = ((re.compile(r"\b\d+ ms\b"), "N ms"), (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"), "TIME"))
+
+
+def transcripts() -> list[list[tuple[str, list[str]]]]:
+    """The walkthrough's transcripts, each a list of (command, the lines it printed)."""
+    text = (Path(ROOT) / GUIDE).read_text(encoding="utf-8")
+    found = []
+    for block in TRANSCRIPT.findall(text[text.index(WALKTHROUGH) :]):
+        steps: list[tuple[str, list[str]]] = []
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            else:
+                steps[-1][1].append(line)
+        found.append(steps)
+    return found
+
+
+def masked(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        for pattern, mask in VARIES:
+            line = pattern.sub(mask, line)
+        out.append(line.rstrip())
+    return out
+
+
+def replay(steps: list[tuple[str, list[str]]], env: dict[str, str], cwd: Path, url: str,
+           tokens: dict[str, str]) -> list[tuple[str, list[str]]]:  # fmt: skip
+    """Each command run in one shell, in order, on this run's store: (command, what it printed, rewritten back)."""
+    mark = f"--- step {uuid.uuid4().hex} ---"
+    lines = []
+    for command, _ in steps:
+        command = CUT_TOKEN.sub(lambda m: tokens[m[1]], command.replace(WALK_URL, url))
+        lines += [f"echo {shlex.quote(mark)}", f"{{ {command}\n}} 2>&1 </dev/null"]
+    run = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=cwd, env=env, capture_output=True, timeout=300,
+                         check=False)  # fmt: skip
+    printed = run.stdout.decode().replace(url, WALK_URL).replace(env["HOME"], "~")
+    parts = printed.split(mark + "\n")[1:]
+    assert len(parts) == len(steps), (printed, run.stderr.decode())
+    return [(command, part.splitlines()) for (command, _), part in zip(steps, parts, strict=True)]
+
+
+def test_the_walkthrough_of_a_fresh_laptop_replays_as_pasted(tmp_path: Path) -> None:
+    pg_superuser().close()  # a server answers (or the test skips, or fails under HIVEMEM_REQUIRE_POSTGRES=1)
+    walked = transcripts()
+    assert len(walked) == 2 and all(walked), walked
+    (admin, admin_dir), machines = machine(tmp_path, "admin"), [machine(tmp_path, n) for n in ("ana", "ben")]
+    with pg_database() as url:
+        try:
+            hivemem(admin, admin_dir, "config", "set", "--key", "store.url", "--value", url)
+            hivemem(admin, admin_dir, "store", "init")
+            tokens = {}
+            for name in ("ana", "ben"):  # the walkthrough's two tokens, made in its order
+                made = json.loads(hivemem(admin, admin_dir, "client", "add", "--name", f"{name}-laptop", "--grants",
+                                          GRANTS, "--json"))  # fmt: skip
+                tokens[made["principal"]] = made["token"]
+            hivemem(admin, admin_dir, "stop")
+            for steps, (env, cwd) in zip(walked, machines, strict=True):
+                for (command, expected), (_, printed) in zip(steps, replay(steps, env, cwd, url, tokens), strict=True):
+                    assert masked(printed) == masked(expected), command
+        finally:
+            for env, cwd in (admin, admin_dir), *machines:
+                subprocess.run(["hivemem", "stop"], env={**env, "HIVEMEM_TOKEN": "@owner"}, cwd=cwd,
+                               capture_output=True, timeout=60, check=False)  # fmt: skip
