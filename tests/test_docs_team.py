@@ -157,7 +157,7 @@ def test_item11_the_team_guide_runs_as_printed_on_a_postgresql_server(tmp_path: 
 # The walkthrough of a fresh laptop joining a team store ("From a fresh laptop to a first shared memory") is a pasted
 # transcript: ```text blocks whose lines starting with "$ " are commands, the lines after each what it printed. It is
 # replayed here on a fresh team store made as the walkthrough says (two client tokens, in its order) and compared
-# line by line, after one rewrite each way (docs/decisions.md D397): the walkthrough's team.url names this run's
+# line by line, after one rewrite each way (docs/decisions.md D403): the walkthrough's team.url names this run's
 # database, its cut tokens are the tokens made here, and in what the commands print the home directory is `~` and
 # the figures that change from run to run (milliseconds, timestamps) are masked on both sides.
 WALKTHROUGH = "### From a fresh laptop to a first shared memory"

@@ -1,4 +1,4 @@
-"""Per store, with a team store mounted beside the personal one (docs/team.md, D396): events and export of team
+"""Per store, with a team store mounted beside the personal one (docs/team.md, D402): events and export of team
 spaces come from the team store, and an import never writes a team space into the personal store."""
 
 from __future__ import annotations
@@ -74,3 +74,41 @@ def test_an_import_never_writes_a_team_space_into_the_personal_store(team: Team)
         assert mapped["applied"] is True and mapped["planned"]["add"] == 1
         listed = ana.ok("memory", "list", "--spaces", "project/sprints")["memories"]
         assert [(m["space"], m["store"]) for m in listed] == [("project/sprints", "personal")]
+
+
+def test_space_list_shows_the_spaces_of_both_stores_in_name_order_and_pages_through_them(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        for space in ("team/alpha", "team/zulu"):
+            ben.ok("memory", "add", "--space", space, "--content", f"a note kept in {space}")
+        for space in ("project/web", "user"):
+            ana.ok("memory", "add", "--space", space, "--content", f"ana's note in {space}")
+        ben.ok("memory", "add", "--space", "user", "--content", "ben's own note")
+
+        listed = ana.ok("space", "list")
+        assert [(r["space"], r["store"], r["memories"]) for r in listed["spaces"]] == [
+            ("project/web", "personal", 1),
+            ("team/alpha", "team", 1),
+            ("team/zulu", "team", 1),
+            ("user", "personal", 1),
+        ]
+        assert listed["next"] is None and "unavailable" not in listed
+
+        pages, after = [], None
+        while True:
+            page = ana.ok("space", "list", "--limit", "1", *(["--after", after] if after else []))
+            pages += [r["space"] for r in page["spaces"]]
+            if page["next"] is None:
+                break
+            after = page["next"]
+        assert pages == ["project/web", "team/alpha", "team/zulu", "user"]  # each once, in name order
+
+        table = ana.cli("space", "list").out.splitlines()
+        assert "STORE" in table[0].split() and table[2].split()[0] == "team/alpha" and "team" in table[2].split()
+
+
+def test_space_list_with_the_team_store_stopped_lists_the_personal_spaces_and_says_so() -> None:
+    with person("postgresql://127.0.0.1:9/none?connect_timeout=2", "hm1.g1." + "a" * 43, timeout_ms=800) as ana:
+        ana.ok("memory", "add", "--space", "user", "--content", "ana's note while the team store is away")
+        listed = ana.ok("space", "list")
+        assert [(r["space"], r["store"]) for r in listed["spaces"]] == [("user", "personal")]
+        assert listed["unavailable"] == ["team"]

@@ -191,11 +191,13 @@ class SpaceRow(Shape):
     space: str
     memories: int
     updated: str | None
+    store: NotRequired[str]  # with a team store mounted: `personal` or `team` (docs/team.md)
 
 
 class SpacePage(Shape):
     spaces: list[SpaceRow]
     next: str | None
+    unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
 class Status(Shape):

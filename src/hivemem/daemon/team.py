@@ -137,7 +137,9 @@ def _by_spaces(verb: str, params: dict[str, Any], patterns: list[str], first_pag
 
 def _by_spaces_only(verb: str, params: object, patterns: list[str]) -> Plan:
     """The route of a verb outside memory.*: with the `spaces` mount (events.list, store.export) the team store
-    when it names only team spaces, else the personal store as it always was (D396)."""
+    when it names only team spaces, else the personal store as it always was (D402)."""
+    if isinstance(params, dict) and _mount(verb) == "names":
+        return Plan(BOTH, params, params)
     if not isinstance(params, dict) or _mount(verb) != "spaces":
         return Plan(PERSONAL, params)
     found = _by_spaces(verb, params, patterns, False)
@@ -173,7 +175,7 @@ def qualify(result: dict[str, Any], verb: str) -> dict[str, Any]:
             out[key] = PREFIX + out[key]
     if isinstance(out.get("relations"), list):
         out["relations"] = [_relation(r) for r in out["relations"]]
-    for key in ("results", "memories"):
+    for key in ("results", "memories", *(("spaces",) if _mount(verb) == "names" else ())):
         if isinstance(out.get(key), list):
             out[key] = [{**qualify(item, ""), "store": TEAM} for item in out[key]]
     if isinstance(out.get("next"), str):
@@ -193,9 +195,10 @@ def _relation(relation: dict[str, Any]) -> dict[str, Any]:
 
 
 def personal(result: dict[str, Any]) -> dict[str, Any]:
-    """A personal store's read with its listed memories marked `store: personal` (only with a team store mounted)."""
+    """A personal store's read with its listed memories (or spaces) marked `store: personal` (only with a team store
+    mounted)."""
     out = dict(result)
-    for key in ("results", "memories"):
+    for key in ("results", "memories", "spaces"):
         if isinstance(out.get(key), list):
             out[key] = [{**item, "store": PERSONAL} for item in out[key]]
     return out
@@ -218,6 +221,19 @@ def merge(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, limit: int
     if key == "memories" and "next" not in base:
         base["next"] = None
     return base
+
+
+def by_name(mine: dict[str, Any], theirs: dict[str, Any] | None, limit: int) -> dict[str, Any]:
+    """The two stores' pages of spaces as one page in name order (D404). A space lives in one store only, and each
+    store gave its first `limit` names after the same `after`, so the first `limit` of both are the page's; the
+    next page starts after its last name when either store had more."""
+    rows = sorted([*mine["spaces"], *(theirs or {}).get("spaces", [])], key=lambda r: str(r["space"]))
+    more = len(rows) > limit or mine.get("next") is not None or (theirs or {}).get("next") is not None
+    page = rows[:limit]
+    if page or not more:
+        return {**mine, "spaces": page, "next": page[-1]["space"] if more else None}
+    # every row a store gave was one this connection may not see: continue after the furthest name either reached
+    return {**mine, "spaces": [], "next": max(str(n) for n in (mine.get("next"), (theirs or {}).get("next")) if n)}
 
 
 def unavailable(verb: str, params: Any) -> dict[str, Any]:
@@ -368,15 +384,20 @@ class Team:
         for space in spaces:
             if not who.can(right, space) if right != "admin" else not who.is_owner:
                 raise Denied(right, f"this connection may not {right} in {space!r}", space=space)
-        result = ops.run(store, principal, checked)
-        if _mount(verb) == "merged" and not who.is_owner:
-            for key in ("results", "memories"):
-                if isinstance(result.get(key), list):
-                    result = {**result, key: [m for m in result[key] if who.can("read", str(m.get("space")))]}
-        if _mount(verb) == "merged" and not p.get("spaces"):
-            for key in ("results", "memories"):
-                if isinstance(result.get(key), list):
-                    result = {**result, key: [m for m in result[key] if matches(str(m.get("space")), self.patterns)]}
+        return self._visible(verb, who, p, ops.run(store, principal, checked))
+
+    def _visible(self, verb: str, who: Principal, p: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """A merged read's team part as this connection may see it: what it may read, and with no spaces named only
+        the spaces that live in the team store (team.spaces)."""
+        mount = _mount(verb)
+        keys = ("spaces",) if mount == "names" else ("results", "memories") if mount == "merged" else ()
+        for key in keys:
+            if not isinstance(result.get(key), list):
+                continue
+            rows = [r for r in result[key] if who.is_owner or who.can("read", str(r.get("space")))]
+            if mount == "names" or not p.get("spaces"):
+                rows = [r for r in rows if matches(str(r.get("space")), self.patterns)]
+            result = {**result, key: rows}
         return result
 
     def _store(self, worker: Worker) -> Store:
@@ -453,10 +474,16 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
         missing = True
         if exc.code != "unavailable.team_store":
             team.log.write(f"team store: {verb}: {exc.code}")
-    result = merge(personal(await own), theirs, _limit(verb, params), _listed(verb))
+    result = _combine(verb, params, personal(await own), theirs)
     if missing:
         result["unavailable"] = [TEAM]
     return result
+
+
+def _combine(verb: str, params: object, mine: dict[str, Any], theirs: dict[str, Any] | None) -> dict[str, Any]:
+    if _mount(verb) == "names":
+        return by_name(mine, theirs, _limit(verb, params))
+    return merge(mine, theirs, _limit(verb, params), _listed(verb))
 
 
 def _limit(verb: str, params: Any) -> int:
