@@ -112,3 +112,21 @@ def test_space_list_with_the_team_store_stopped_lists_the_personal_spaces_and_sa
         listed = ana.ok("space", "list")
         assert [(r["space"], r["store"]) for r in listed["spaces"]] == [("user", "personal")]
         assert listed["unavailable"] == ["team"]
+
+
+def test_the_review_queue_holds_what_is_due_in_both_stores(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        due = "--review-after", "2021-01-01T00:00:00Z"
+        shared = ben.ok("memory", "add", "--space", "team/platform", "--content", "check the runbook links", *due)
+        ben.ok("memory", "add", "--space", "team/platform", "--content", "fresh: not due", "--review-after",
+               "2999-01-01T00:00:00Z")  # fmt: skip
+        mine = ana.ok("memory", "add", "--space", "user", "--content", "renew my certificates", *due)
+
+        queue = ana.ok("memory", "review")
+        assert [(m["id"], m["store"], m["review"]) for m in queue["memories"]] == [
+            (mine["id"], "personal", "due"),
+            (shared["id"], "team", "due"),
+        ]
+        assert [m["id"] for m in ana.ok("memory", "review", "--spaces", "team/platform")["memories"]] == [shared["id"]]
+        # the other person's queue has the team's due memory, never ana's own
+        assert [m["id"] for m in ben.ok("memory", "review")["memories"]] == [shared["id"]]

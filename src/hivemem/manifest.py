@@ -466,6 +466,7 @@ VERBS += (
         ("denied.read",),
         examples=("hivemem memory review --spaces @project",),
         returns_memory_text=True,
+        mount="merged",
     ),
     Verb(
         "memory.hygiene",
