@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,7 +24,9 @@ import jsonschema
 import psycopg
 import pytest
 
-from conftest import Home, fails, isolated_home, mcp_session, pg_database
+from conftest import Home, fails, isolated_home, mcp_session, pg_database, wait_for
+from crashmove import CRASHED
+from faults import ready
 from hivemem import config, credentials, records, schemas
 from hivemem.client import DaemonClient
 from hivemem.daemon.team import matches, plan, qualify
@@ -116,8 +120,10 @@ def test_routing_by_space_and_by_qualified_id() -> None:
     assert plan("session.list", {}, patterns).where == "personal"
     with pytest.raises(Exception, match="one store"):
         plan("memory.relate", {"source": "t:m1", "target": "m2", "relation": "related"}, patterns)
+    assert plan("memory.move", {"id": "m1", "revision": 1, "space": "team/a"}, patterns).where == "across"
+    assert plan("memory.move", {"id": "t:m1", "revision": 1, "space": "user"}, patterns).where == "across"
     with pytest.raises(Exception, match="other store"):
-        plan("memory.move", {"id": "m1", "revision": 1, "space": "team/a"}, patterns)
+        plan("memory.update", {"id": "m1", "revision": 1, "space": "team/a"}, patterns)
     assert qualify({"id": "m4", "revision": 1, "changed": True}, "memory.add")["id"] == "t:m4"
     assert qualify({"memories": [{"id": "m4"}], "next": "m4"}, "memory.list") == {
         "memories": [{"id": "t:m4", "store": "team"}],
@@ -580,3 +586,138 @@ def test_doctor_applies_the_tls_rule_to_team_url() -> None:
         tls = checks["team.tls"]
         assert tls["status"] == "warn" and "without TLS" in tls["message"] and "team.url" in tls["fix"], tls
         assert checks["store.tls"]["status"] == "ok"  # the personal store is still the local file
+
+
+# memory move between the personal and the team store (D396, D397)
+
+
+def journal(h: Home) -> str:
+    """The journal of moves under way across the two stores, beside this machine's exports of the team store."""
+    return os.path.join(os.path.dirname(h.paths.store), "team", "moves.json")
+
+
+def events(h: Home, memory: str) -> list[tuple[str, str]]:
+    """A memory's audit events as (type, space), oldest first."""
+    return [(e["type"], e.get("space", "")) for e in reversed(h.ok("memory", "audit", "--id", memory)["events"])]
+
+
+def test_memory_move_carries_a_memory_between_the_personal_and_the_team_store(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        text = "the queue is nats jetstream with three replicas"
+        mine = ana.ok("memory", "add", "--space", "user", "--kind", "decision", "--title", "queues", "--tags", "queue",
+                      "--source", "infra review", "--content", text)  # fmt: skip
+        moved = ana.ok("memory", "move", "--id", mine["id"], "--revision", "1", "--space", "team/infra")
+        assert moved["from"] == mine["id"] and moved["revision"] == 1 and moved["id"].startswith("t:m"), moved
+        jsonschema.validate(moved, schemas.json_schema(records.Moved))
+        got = ben.ok("memory", "get", "--id", moved["id"])  # the other person's daemon finds it in the team store
+        assert (got["space"], got["kind"], got["title"], got["tags"], got["source"], got["content"]) == (
+            "team/infra", "decision", "queues", ["queue"], "infra review", text
+        )  # fmt: skip
+        assert [h["id"] for h in ben.ok("memory", "search", "--query", "nats jetstream")["results"]] == [moved["id"]]
+        fails(ana, "memory", "get", "--id", mine["id"], code="not_found.memory", exit_code=3)
+        assert ana.ok("memory", "search", "--query", "nats jetstream", "--spaces", "user")["results"] == []
+        # each store audits its own half: the add of the copy there, the delete of the source here
+        assert events(ana, mine["id"]) == [("memory.added", "user"), ("memory.deleted", "user")]
+        assert events(ben, moved["id"]) == [("memory.added", "team/infra")]
+        assert team_rows(team.url, text) == 1 and not os.path.exists(journal(ana))
+
+        back = ben.ok("memory", "move", "--id", moved["id"], "--revision", "1", "--space", "project/queues")
+        assert back["from"] == moved["id"] and back["id"].startswith("m") and back["revision"] == 1, back
+        home = ben.ok("memory", "get", "--id", back["id"])
+        assert (home["space"], home["kind"], home["title"], home["content"]) == ("project/queues", "decision", "queues",
+                                                                                 text)  # fmt: skip
+        fails(ana, "memory", "get", "--id", moved["id"], code="not_found.memory", exit_code=3)
+        assert events(ana, moved["id"]) == [("memory.added", "team/infra"), ("memory.deleted", "team/infra")]
+        assert events(ben, back["id"]) == [("memory.added", "project/queues")]
+        assert ana.ok("memory", "search", "--query", "nats jetstream")["results"] == []  # ben's personal store only
+
+
+def test_a_stale_or_duplicate_move_across_the_stores_is_refused_and_changes_nothing(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        note = ana.ok("memory", "add", "--space", "user", "--content", "builds cache on the ci runners")
+        ana.ok("memory", "update", "--id", note["id"], "--revision", "1", "--content", "builds cache on every runner")
+        stale = fails(ana, "memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/ci",
+                      code="conflict.memory_revision", exit_code=5)  # fmt: skip
+        assert stale["data"]["current"] == 2
+        assert team_rows(team.url, "builds cache on every runner") == 0
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 2
+
+        held = ana.ok("memory", "add", "--space", "team/ci", "--content", "builds cache on every runner")
+        dup = fails(ana, "memory", "move", "--id", note["id"], "--revision", "2", "--space", "team/ci",
+                    code="conflict.memory_duplicate", exit_code=5)  # fmt: skip
+        assert dup["data"]["id"] == held["id"]
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 2
+        assert team_rows(team.url, "builds cache on every runner") == 1 and not os.path.exists(journal(ana))
+
+
+def test_a_move_with_the_team_store_not_answering_fails_and_changes_nothing(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            shared = ana.ok("memory", "add", "--space", "team/infra", "--content", "the team note stays put")
+            mine = ana.ok("memory", "add", "--space", "user", "--content", "the personal note stays put")
+            proxy.dropping = True
+            out = fails(ana, "memory", "move", "--id", mine["id"], "--revision", "1", "--space", "team/infra",
+                        code="unavailable.team_store", exit_code=6)  # fmt: skip
+            assert out["data"]["outcome"] == "not_written"
+            fails(ana, "memory", "move", "--id", shared["id"], "--revision", "1", "--space", "user",
+                  code="unavailable.team_store", exit_code=6)  # fmt: skip
+            assert not os.path.exists(journal(ana))
+            proxy.dropping = False
+            assert wait_for(lambda: ana.cli("memory", "get", "--id", shared["id"]).code == 0, 10)
+            assert ana.ok("memory", "get", "--id", shared["id"])["revision"] == 1
+            assert ana.ok("memory", "get", "--id", mine["id"])["revision"] == 1
+            assert team_rows(team.url, "the personal note stays put") == 0
+            assert [m["id"] for m in ana.ok("memory", "list", "--spaces", "user")["memories"]] == [mine["id"]]
+    finally:
+        proxy.close()
+
+
+def test_a_move_cut_between_its_two_steps_is_finished_when_the_daemon_next_starts(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crashmove.py")
+    text = "the release train leaves on thursdays"
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            note = ana.ok("memory", "add", "--space", "user", "--content", text)
+            ana.stop_daemon()
+            proc = subprocess.Popen([sys.executable, launcher, "serve"], env=ana.env, cwd=ana.base,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True)  # fmt: skip
+            try:
+                with ana.environment():
+                    assert ready(ana, proc) and proc.poll() is None
+                cut = ana.cli("memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/release")
+                assert cut.code != 0, cut
+                assert proc.wait(10) == CRASHED
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(10)
+                assert proc.stderr is not None
+                proc.stderr.close()
+            # the copy landed, the source is still there: the journal holds the move
+            assert team_rows(team.url, text) == 1
+            assert os.stat(journal(ana)).st_mode & 0o777 == 0o600
+            with open(journal(ana)) as f:
+                assert [(e["from"], e["id"], e["space"]) for e in json.load(f)] == [("personal", note["id"],
+                                                                                     "team/release")]  # fmt: skip
+
+            proxy.dropping = True  # the next start cannot reach the team store: the entry stays, the log says so
+            assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1
+            assert wait_for(lambda: "not repaired yet, the team store did not answer" in ana.daemon_log(), 10)
+            assert os.path.exists(journal(ana)) and ana.ok("memory", "get", "--id", note["id"])["revision"] == 1
+            ana.stop_daemon()
+
+            proxy.dropping = False  # and the start after that finishes the move
+            ana.ok("memory", "list", "--spaces", "user")
+            assert wait_for(lambda: not os.path.exists(journal(ana)), 10), ana.daemon_log()
+            assert "finished: the source is deleted" in ana.daemon_log()
+            fails(ana, "memory", "get", "--id", note["id"], code="not_found.memory", exit_code=3)
+            found = ana.ok("memory", "search", "--query", "release train thursdays")["results"]
+            assert [(h["store"], h["space"]) for h in found] == [("team", "team/release")]
+            assert events(ana, note["id"])[-1] == ("memory.deleted", "user")
+    finally:
+        proxy.close()
