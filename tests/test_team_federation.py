@@ -519,7 +519,7 @@ def test_a_team_write_whose_commit_answer_is_lost_says_its_outcome_is_unknown(te
 # Doctor checks the mounted team store (`team.*`) as it checks the personal one
 
 
-TEAM_CHECKS = ("team.reachable", "team.tls", "team.token", "team.schema")
+TEAM_CHECKS = ("team.reachable", "team.tls", "team.token", "team.schema", "team.moves")
 
 
 def team_doctor(h: Home) -> tuple[int, str, dict[str, dict[str, str]]]:
@@ -717,11 +717,14 @@ def test_a_move_cut_between_its_two_steps_is_finished_when_the_daemon_next_start
             assert wait_for(lambda: "not repaired yet, the team store did not answer" in ana.daemon_log(), 10)
             assert os.path.exists(journal(ana)) and ana.ok("memory", "get", "--id", note["id"])["revision"] == 1
             ana.stop_daemon()
+            pending = team_doctor(ana)[2]["team.moves"]
+            assert pending["status"] == "warn" and note["id"] in pending["message"], pending
 
             proxy.dropping = False  # and the start after that finishes the move
             ana.ok("memory", "list", "--spaces", "user")
             assert wait_for(lambda: not os.path.exists(journal(ana)), 10), ana.daemon_log()
             assert "finished: the source is deleted" in ana.daemon_log()
+            assert team_doctor(ana)[2]["team.moves"]["status"] == "ok"
             fails(ana, "memory", "get", "--id", note["id"], code="not_found.memory", exit_code=3)
             found = ana.ok("memory", "search", "--query", "release train thursdays")["results"]
             assert [(h["store"], h["space"]) for h in found] == [("team", "team/release")]

@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
-import os
 import secrets
-import stat
 import unicodedata
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from hivemem import auth, ops, paths
+from hivemem import auth, ops
 from hivemem.auth import Principal
 from hivemem.daemon.lifecycle import Log
-from hivemem.errors import Conflict, Failed, HivememError, InvalidParams, NotFound, Unavailable
+from hivemem.errors import Conflict, HivememError, InvalidParams, NotFound, Unavailable
+from hivemem.moves import Journal
 from hivemem.store import Store
 
 PREFIX = "t:"
-JOURNAL = "moves.json"
-MAX_BYTES = 1 << 20  # a journal holds a few entries of a few hundred bytes each
 # What a copy carries of its source: every member memory.add takes (D396). Not the session (a session lives in one
 # store), the author (the copy is added by who moved it) or the status (only an active memory moves across).
 CARRIED = ("kind", "title", "tags", "source", "provenance", "confidence", "confidence_state", "review_after",
@@ -50,60 +46,6 @@ class Mounted(Protocol):
 
     async def call(self, who: Principal, verb: str, params: object) -> dict[str, Any]: ...
     async def apply(self, work: Callable[[Store, Principal], T], what: str, budget_ms: int) -> T: ...
-
-
-class Journal:
-    """The moves under way, as a JSON list in an owner-only file; read and rewritten on the event loop only."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self.path = os.path.join(directory, JOURNAL)
-
-    def entries(self) -> list[dict[str, Any]]:
-        try:  # O_NONBLOCK: a FIFO planted here must not hang the daemon; fstat then refuses it
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return []
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-                raise Failed("move_journal", f"{self.path} is not an owner-only file; no move is repaired from it",
-                                    fix=f"check {self.path}, then remove it")  # fmt: skip
-            data = os.read(fd, MAX_BYTES + 1)
-        finally:
-            os.close(fd)
-        try:
-            found = json.loads(data) if len(data) <= MAX_BYTES else None
-        except ValueError:
-            found = None
-        if not isinstance(found, list) or not all(_entry(e) for e in found):
-            raise Failed("move_journal", f"{self.path} is not a journal of moves",
-                                fix=f"check {self.path}, then remove it")  # fmt: skip
-        return found
-
-    def add(self, entry: dict[str, Any]) -> None:
-        self._write([*self.entries(), entry])
-
-    def remove(self, key: str) -> None:
-        left = [e for e in self.entries() if e["key"] != key]
-        if left:
-            self._write(left)
-        else:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                return
-            paths.fsync_dir(self.directory)
-
-    def _write(self, entries: list[dict[str, Any]]) -> None:
-        paths.ensure_dir(self.directory)
-        paths.write_private(self.path, json.dumps(entries, sort_keys=True).encode())
-
-
-def _entry(e: object) -> bool:
-    return (isinstance(e, dict) and isinstance(e.get("key"), str) and e.get("from") in ("personal", "team")
-            and isinstance(e.get("id"), str) and isinstance(e.get("revision"), int)
-            and isinstance(e.get("space"), str) and isinstance(e.get("sha256"), str))  # fmt: skip
 
 
 class Mover:
