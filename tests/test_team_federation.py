@@ -27,9 +27,11 @@ import pytest
 from conftest import Home, fails, isolated_home, mcp_session, pg_database, wait_for
 from crashmove import CRASHED
 from faults import ready
-from hivemem import config, credentials, records, schemas
+from hivemem import config, credentials, moves, records, schemas
 from hivemem.client import DaemonClient
+from hivemem.daemon.crossmove import digest
 from hivemem.daemon.team import matches, plan, qualify
+from hivemem.errors import HivememError
 
 pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
                                 reason="HIVEMEM_TEST_BACKENDS leaves PostgreSQL out")  # fmt: skip
@@ -772,3 +774,36 @@ def test_a_move_across_needs_write_for_the_connection_and_the_team_token(team: T
               exit_code=4, token=agent)  # fmt: skip
         assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1 and not os.path.exists(journal(ana))
         assert team_rows(team.url, "a note for a space the token cannot write") == 0
+
+
+def test_the_move_journal_is_owner_only_and_never_read_through_a_link(tmp_path: Any) -> None:
+    kept = moves.Journal(str(tmp_path / "team"))
+    entry = {"key": "k1", "from": "personal", "id": "m3", "revision": 2, "space": "team/x", "sha256": digest("x")}
+    kept.add(entry)
+    assert os.stat(kept.path).st_mode & 0o777 == 0o600 and kept.entries() == [entry]
+    kept.remove("k1")
+    assert not os.path.exists(kept.path) and kept.entries() == []
+    other = tmp_path / "elsewhere.json"
+    other.write_text(json.dumps([entry]))
+    os.chmod(other, 0o600)
+    os.symlink(other, kept.path)
+    with pytest.raises(HivememError, match="cannot be read"):
+        kept.entries()
+    os.unlink(kept.path)
+    shutil.copy(other, kept.path)
+    os.chmod(kept.path, 0o644)
+    with pytest.raises(HivememError, match="not an owner-only file"):
+        kept.entries()
+
+
+def test_a_journaled_move_whose_copy_never_landed_is_dropped_and_its_source_kept(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        text = "kept because its copy never landed"
+        note = ana.ok("memory", "add", "--space", "user", "--content", text)
+        ana.stop_daemon()
+        entry = {"key": "k1", "from": "personal", "id": note["id"], "revision": 1, "space": "team/x"}
+        moves.Journal(os.path.dirname(journal(ana))).add({**entry, "sha256": digest(text)})
+        ana.ok("memory", "list", "--spaces", "user")  # the daemon starts, and repairs
+        assert wait_for(lambda: not os.path.exists(journal(ana)), 10), ana.daemon_log()
+        assert "its copy never landed; the source is kept" in ana.daemon_log()
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1 and team_rows(team.url, text) == 0
