@@ -23,7 +23,7 @@ CORE_FORBIDDEN = ("hivemem.ops", "hivemem.protocol", "hivemem.client", *(f"hivem
 # doctor through the core's integrity checks) or the daemon (client); adapters talk through services.
 PURE = ("auth.py", "records.py", "schemas.py", "errors.py", "manifest.py", "config.py", "paths.py", "spaces.py",
         "secrets.py", "gitleaks.py", "params.py", "protocol.py", "render.py", "peer.py", "libpq.py",
-        "progress.py", "credentials.py", "dates.py", "cursors.py")  # fmt: skip
+        "progress.py", "credentials.py", "dates.py", "cursors.py", "moves.py")  # fmt: skip
 SERVICES = ("ops.py", "client.py", "doctor.py")
 ENTRY = ("__init__.py", "__main__.py")
 PURE_FORBIDDEN = ("hivemem.store", "hivemem.search", "hivemem.embeddings", "hivemem.ops", "hivemem.client",

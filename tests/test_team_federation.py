@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,10 +24,14 @@ import jsonschema
 import psycopg
 import pytest
 
-from conftest import Home, fails, isolated_home, mcp_session, pg_database
-from hivemem import config, credentials, records, schemas
+from conftest import Home, fails, isolated_home, mcp_session, pg_database, wait_for
+from crashmove import CRASHED
+from faults import ready
+from hivemem import config, credentials, moves, records, schemas
 from hivemem.client import DaemonClient
+from hivemem.daemon.crossmove import digest
 from hivemem.daemon.team import matches, plan, qualify
+from hivemem.errors import HivememError
 
 pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
                                 reason="HIVEMEM_TEST_BACKENDS leaves PostgreSQL out")  # fmt: skip
@@ -116,8 +122,10 @@ def test_routing_by_space_and_by_qualified_id() -> None:
     assert plan("session.list", {}, patterns).where == "personal"
     with pytest.raises(Exception, match="one store"):
         plan("memory.relate", {"source": "t:m1", "target": "m2", "relation": "related"}, patterns)
+    assert plan("memory.move", {"id": "m1", "revision": 1, "space": "team/a"}, patterns).where == "across"
+    assert plan("memory.move", {"id": "t:m1", "revision": 1, "space": "user"}, patterns).where == "across"
     with pytest.raises(Exception, match="other store"):
-        plan("memory.move", {"id": "m1", "revision": 1, "space": "team/a"}, patterns)
+        plan("memory.update", {"id": "m1", "revision": 1, "space": "team/a"}, patterns)
     assert qualify({"id": "m4", "revision": 1, "changed": True}, "memory.add")["id"] == "t:m4"
     assert qualify({"memories": [{"id": "m4"}], "next": "m4"}, "memory.list") == {
         "memories": [{"id": "t:m4", "store": "team"}],
@@ -513,7 +521,7 @@ def test_a_team_write_whose_commit_answer_is_lost_says_its_outcome_is_unknown(te
 # Doctor checks the mounted team store (`team.*`) as it checks the personal one
 
 
-TEAM_CHECKS = ("team.reachable", "team.tls", "team.token", "team.schema")
+TEAM_CHECKS = ("team.reachable", "team.tls", "team.token", "team.schema", "team.moves")
 
 
 def team_doctor(h: Home) -> tuple[int, str, dict[str, dict[str, str]]]:
@@ -580,3 +588,222 @@ def test_doctor_applies_the_tls_rule_to_team_url() -> None:
         tls = checks["team.tls"]
         assert tls["status"] == "warn" and "without TLS" in tls["message"] and "team.url" in tls["fix"], tls
         assert checks["store.tls"]["status"] == "ok"  # the personal store is still the local file
+
+
+# memory move between the personal and the team store (D396, D397)
+
+
+def journal(h: Home) -> str:
+    """The journal of moves under way across the two stores, beside this machine's exports of the team store."""
+    return os.path.join(os.path.dirname(h.paths.store), "team", "moves.json")
+
+
+def events(h: Home, memory: str) -> list[tuple[str, str]]:
+    """A memory's audit events as (type, space), oldest first."""
+    return [(e["type"], e.get("space", "")) for e in reversed(h.ok("memory", "audit", "--id", memory)["events"])]
+
+
+def test_memory_move_carries_a_memory_between_the_personal_and_the_team_store(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        text = "the queue is nats jetstream with three replicas"
+        mine = ana.ok("memory", "add", "--space", "user", "--kind", "decision", "--title", "queues", "--tags", "queue",
+                      "--source", "infra review", "--content", text)  # fmt: skip
+        local = ana.ok("memory", "add", "--space", "user", "--content", "a note that moves within the store")
+        within, result = timed(ana, "memory", "move", "--id", local["id"], "--revision", "1", "--space", "project/x")
+        assert result.code == 0 and result.json["id"].startswith("m")  # a move within one store is as it was
+        across, result = timed(ana, "memory", "move", "--id", mine["id"], "--revision", "1", "--space", "team/infra")
+        moved = result.json
+        assert result.code == 0, result
+        assert moved["from"] == mine["id"] and moved["revision"] == 1 and moved["id"].startswith("t:m"), moved
+        jsonschema.validate(moved, schemas.json_schema(records.Moved))
+        got = ben.ok("memory", "get", "--id", moved["id"])  # the other person's daemon finds it in the team store
+        assert (got["space"], got["kind"], got["title"], got["tags"], got["source"], got["content"]) == (
+            "team/infra", "decision", "queues", ["queue"], "infra review", text
+        )  # fmt: skip
+        assert [h["id"] for h in ben.ok("memory", "search", "--query", "nats jetstream")["results"]] == [moved["id"]]
+        fails(ana, "memory", "get", "--id", mine["id"], code="not_found.memory", exit_code=3)
+        assert ana.ok("memory", "search", "--query", "nats jetstream", "--spaces", "user")["results"] == []
+        # each store audits its own half: the add of the copy there, the delete of the source here
+        assert events(ana, mine["id"]) == [("memory.added", "user"), ("memory.deleted", "user")]
+        assert events(ben, moved["id"]) == [("memory.added", "team/infra")]
+        assert team_rows(team.url, text) == 1 and not os.path.exists(journal(ana))
+
+        back = ben.ok("memory", "move", "--id", moved["id"], "--revision", "1", "--space", "project/queues")
+        assert back["from"] == moved["id"] and back["id"].startswith("m") and back["revision"] == 1, back
+        home = ben.ok("memory", "get", "--id", back["id"])
+        assert (home["space"], home["kind"], home["title"], home["content"]) == ("project/queues", "decision", "queues",
+                                                                                 text)  # fmt: skip
+        fails(ana, "memory", "get", "--id", moved["id"], code="not_found.memory", exit_code=3)
+        assert events(ana, moved["id"]) == [("memory.added", "team/infra"), ("memory.deleted", "team/infra")]
+        assert events(ben, back["id"]) == [("memory.added", "project/queues")]
+        assert ana.ok("memory", "search", "--query", "nats jetstream")["results"] == []  # ben's personal store only
+        print(f"memory move: within the personal store {within * 1000:.0f} ms, into the team store "
+              f"{across * 1000:.0f} ms")  # fmt: skip
+
+
+def test_a_stale_or_duplicate_move_across_the_stores_is_refused_and_changes_nothing(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        note = ana.ok("memory", "add", "--space", "user", "--content", "builds cache on the ci runners")
+        ana.ok("memory", "update", "--id", note["id"], "--revision", "1", "--content", "builds cache on every runner")
+        stale = fails(ana, "memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/ci",
+                      code="conflict.memory_revision", exit_code=5)  # fmt: skip
+        assert stale["data"]["current"] == 2
+        assert team_rows(team.url, "builds cache on every runner") == 0
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 2
+
+        held = ana.ok("memory", "add", "--space", "team/ci", "--content", "builds cache on every runner")
+        dup = fails(ana, "memory", "move", "--id", note["id"], "--revision", "2", "--space", "team/ci",
+                    code="conflict.memory_duplicate", exit_code=5)  # fmt: skip
+        assert dup["data"]["id"] == held["id"]
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 2
+        assert team_rows(team.url, "builds cache on every runner") == 1 and not os.path.exists(journal(ana))
+
+
+def test_a_move_with_the_team_store_not_answering_fails_and_changes_nothing(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            shared = ana.ok("memory", "add", "--space", "team/infra", "--content", "the team note stays put")
+            mine = ana.ok("memory", "add", "--space", "user", "--content", "the personal note stays put")
+            proxy.dropping = True
+            out = fails(ana, "memory", "move", "--id", mine["id"], "--revision", "1", "--space", "team/infra",
+                        code="unavailable.team_store", exit_code=6)  # fmt: skip
+            assert out["data"]["outcome"] == "not_written"
+            fails(ana, "memory", "move", "--id", shared["id"], "--revision", "1", "--space", "user",
+                  code="unavailable.team_store", exit_code=6)  # fmt: skip
+            assert not os.path.exists(journal(ana))
+            proxy.dropping = False
+            assert wait_for(lambda: ana.cli("memory", "get", "--id", shared["id"]).code == 0, 10)
+            assert ana.ok("memory", "get", "--id", shared["id"])["revision"] == 1
+            assert ana.ok("memory", "get", "--id", mine["id"])["revision"] == 1
+            assert team_rows(team.url, "the personal note stays put") == 0
+            assert [m["id"] for m in ana.ok("memory", "list", "--spaces", "user")["memories"]] == [mine["id"]]
+    finally:
+        proxy.close()
+
+
+def test_a_move_cut_between_its_two_steps_is_finished_when_the_daemon_next_starts(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crashmove.py")
+    text = "the release train leaves on thursdays"
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            note = ana.ok("memory", "add", "--space", "user", "--content", text)
+            ana.stop_daemon()
+            proc = subprocess.Popen([sys.executable, launcher, "serve"], env=ana.env, cwd=ana.base,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True)  # fmt: skip
+            try:
+                with ana.environment():
+                    assert ready(ana, proc) and proc.poll() is None
+                cut = ana.cli("memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/release")
+                assert cut.code != 0, cut
+                assert proc.wait(10) == CRASHED
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(10)
+                assert proc.stderr is not None
+                proc.stderr.close()
+            # the copy landed, the source is still there: the journal holds the move
+            assert team_rows(team.url, text) == 1
+            assert os.stat(journal(ana)).st_mode & 0o777 == 0o600
+            with open(journal(ana)) as f:
+                assert [(e["from"], e["id"], e["space"]) for e in json.load(f)] == [("personal", note["id"],
+                                                                                     "team/release")]  # fmt: skip
+
+            proxy.dropping = True  # the next start cannot reach the team store: the entry stays, the log says so
+            assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1
+            assert wait_for(lambda: "not repaired yet, the team store did not answer" in ana.daemon_log(), 10)
+            assert os.path.exists(journal(ana)) and ana.ok("memory", "get", "--id", note["id"])["revision"] == 1
+            ana.stop_daemon()
+            pending = team_doctor(ana)[2]["team.moves"]
+            assert pending["status"] == "warn" and note["id"] in pending["message"], pending
+
+            proxy.dropping = False  # and the start after that finishes the move
+            ana.ok("memory", "list", "--spaces", "user")
+            assert wait_for(lambda: not os.path.exists(journal(ana)), 10), ana.daemon_log()
+            assert "finished: the source is deleted" in ana.daemon_log()
+            assert team_doctor(ana)[2]["team.moves"]["status"] == "ok"
+            fails(ana, "memory", "get", "--id", note["id"], code="not_found.memory", exit_code=3)
+            found = ana.ok("memory", "search", "--query", "release train thursdays")["results"]
+            assert [(h["store"], h["space"]) for h in found] == [("team", "team/release")]
+            assert events(ana, note["id"])[-1] == ("memory.deleted", "user")
+    finally:
+        proxy.close()
+
+
+def test_a_move_whose_copy_has_an_unknown_outcome_is_finished_by_the_next_move(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            assert ana.ok("memory", "add", "--space", "team/infra", "--content", "a first team memory")["id"]
+            first = ana.ok("memory", "add", "--space", "user", "--content", "the copy's commit answer is lost")
+            proxy.cut_after_commit = True
+            lost = fails(ana, "memory", "move", "--id", first["id"], "--revision", "1", "--space", "team/infra",
+                         code="unavailable.team_store", exit_code=6)  # fmt: skip
+            assert lost["data"]["outcome"] == "unknown"
+            assert team_rows(team.url, "the copy's commit answer is lost") == 1  # it did land
+            assert ana.ok("memory", "get", "--id", first["id"])["revision"] == 1  # the source is untouched
+            assert os.path.exists(journal(ana))  # and the journal keeps the move for its repair
+            proxy.cut_after_commit = proxy.cut = False
+
+            second = ana.ok("memory", "add", "--space", "user", "--content", "a second move finishes the first")
+            moved = ana.ok("memory", "move", "--id", second["id"], "--revision", "1", "--space", "team/infra")
+            assert moved["id"].startswith("t:m") and not os.path.exists(journal(ana))
+            fails(ana, "memory", "get", "--id", first["id"], code="not_found.memory", exit_code=3)
+            assert "finished: the source is deleted" in ana.daemon_log()
+            found = ana.ok("memory", "search", "--query", "commit answer lost")["results"]
+            assert [(h["store"], h["space"]) for h in found] == [("team", "team/infra")]
+    finally:
+        proxy.close()
+
+
+def test_a_move_across_needs_write_for_the_connection_and_the_team_token(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        ana.config(f'[team]\nurl = {json.dumps(team.url)}\nspaces = ["team/*", "shared/*"]\n')
+        note = ana.ok("memory", "add", "--space", "user", "--content", "a note for a space the token cannot write")
+        refused = fails(ana, "memory", "move", "--id", note["id"], "--revision", "1", "--space", "shared/x",
+                        code="denied.write", exit_code=4)  # fmt: skip
+        assert refused["data"]["right"] == "write"
+        agent = ana.ok("client", "add", "--name", "agent", "--grants", '[{"right":"read","scope":"*"}]')["token"]
+        fails(ana, "memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/x", code="denied.write",
+              exit_code=4, token=agent)  # fmt: skip
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1 and not os.path.exists(journal(ana))
+        assert team_rows(team.url, "a note for a space the token cannot write") == 0
+
+
+def test_the_move_journal_is_owner_only_and_never_read_through_a_link(tmp_path: Any) -> None:
+    kept = moves.Journal(str(tmp_path / "team"))
+    entry = {"key": "k1", "from": "personal", "id": "m3", "revision": 2, "space": "team/x", "sha256": digest("x")}
+    kept.add(entry)
+    assert os.stat(kept.path).st_mode & 0o777 == 0o600 and kept.entries() == [entry]
+    kept.remove("k1")
+    assert not os.path.exists(kept.path) and kept.entries() == []
+    other = tmp_path / "elsewhere.json"
+    other.write_text(json.dumps([entry]))
+    os.chmod(other, 0o600)
+    os.symlink(other, kept.path)
+    with pytest.raises(HivememError, match="cannot be read"):
+        kept.entries()
+    os.unlink(kept.path)
+    shutil.copy(other, kept.path)
+    os.chmod(kept.path, 0o644)
+    with pytest.raises(HivememError, match="not an owner-only file"):
+        kept.entries()
+
+
+def test_a_journaled_move_whose_copy_never_landed_is_dropped_and_its_source_kept(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        text = "kept because its copy never landed"
+        note = ana.ok("memory", "add", "--space", "user", "--content", text)
+        ana.stop_daemon()
+        entry = {"key": "k1", "from": "personal", "id": note["id"], "revision": 1, "space": "team/x"}
+        moves.Journal(os.path.dirname(journal(ana))).add({**entry, "sha256": digest(text)})
+        ana.ok("memory", "list", "--spaces", "user")  # the daemon starts, and repairs
+        assert wait_for(lambda: not os.path.exists(journal(ana)), 10), ana.daemon_log()
+        assert "its copy never landed; the source is kept" in ana.daemon_log()
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1 and team_rows(team.url, text) == 0

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from hivemem import config as config_mod
-from hivemem import credentials, libpq, paths
+from hivemem import credentials, libpq, moves, paths
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError, Unsupported
 from hivemem.store import local as integrity
@@ -468,6 +468,23 @@ class Doctor:
                          "it on first use, which only the schema's owner may do", init)  # fmt: skip
         return check("team.schema", "ok", f"schema version {version}")
 
+    def team_moves(self) -> Check:
+        """Moves between the personal and the team store not finished yet (docs/team.md, D397): the daemon
+        finishes or drops each when it starts and the team store answers, and before each later such move."""
+        cfg = self.config or config_mod.Config()
+        journal = moves.Journal(moves.directory(self.paths.store))
+        try:
+            left = journal.entries()
+        except HivememError as exc:
+            return check("team.moves", "fail", exc.message, str(exc.data.get("fix", "")))
+        if not left:
+            return check("team.moves", "ok", "no move between the stores is left half done" if cfg["team.url"]
+                         else NO_TEAM)  # fmt: skip
+        ids = ", ".join(("t:" if e["from"] == "team" else "") + str(e["id"]) for e in left)
+        return check("team.moves", "warn", f"{len(left)} move(s) between the personal and the team store not "
+                     f"finished yet ({ids})", "start the daemon with the team store answering: it finishes them "
+                     "(logs/daemon.log says how)")  # fmt: skip
+
     def git_tracked(self) -> Check:
         tracked = _git_files()
         names = {*TRACKED_NAMES, *(os.path.basename(self.paths.store) + s for s in ("", "-wal", "-shm"))}
@@ -601,6 +618,7 @@ CHECKS: tuple[Callable[[Doctor], Check], ...] = (
     Doctor.team_tls,
     Doctor.team_token,
     Doctor.team_schema,
+    Doctor.team_moves,
     Doctor.secrets_stored,
     Doctor.daemon_status,
     Doctor.daemon_version,

@@ -107,6 +107,9 @@ class Server:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop, f"signal {sig.name}")
         server = await loop.create_unix_server(self._protocol, sock=sock)
+        repair = None
+        if self.team is not None:  # a move across the stores a crash or an outage left half done (D397)
+            repair = loop.create_task(self.team.mover.repair(self._personal, self._on_reader))
         self._arm_idle()
         self._arm_compact(COMPACT_IDLE_SECONDS)
         daily = loop.call_later(DAY, self._daily)
@@ -116,6 +119,8 @@ class Server:
             self._compact.cancel()
         server.close()
         unwatch()
+        if repair is not None and not repair.done():
+            repair.cancel()
         await self._drain()
 
     def _protocol(self) -> asyncio.Protocol:

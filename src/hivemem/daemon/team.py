@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 from hivemem import credentials, libpq, ops
 from hivemem.auth import Principal
 from hivemem.config import Config
+from hivemem.daemon.crossmove import Mover
 from hivemem.daemon.lifecycle import Log
 from hivemem.errors import Denied, HivememError, InvalidParams, Unavailable
 from hivemem.manifest import BY_NAME
@@ -46,7 +47,7 @@ from hivemem.store import Store, open_store
 from hivemem.store.limits import Limits
 
 PREFIX = "t:"
-PERSONAL, TEAM, BOTH = "personal", "team", "both"
+PERSONAL, TEAM, BOTH, ACROSS = "personal", "team", "both", "across"
 WORKERS = 4  # threads that may wait on the team store at once; a call finding none free is unavailable at once
 PRINCIPAL_SECONDS = 10.0  # how long the team token's principal is trusted before it is looked up again
 ID_PARAMS = ("id", "source", "target", "replacement")
@@ -100,13 +101,13 @@ def plan(verb: str, params: object, patterns: list[str]) -> Plan:
             raise InvalidParams("stores", "one request takes memories of one store: these ids name both the personal "
                                 "and the team store", param=sorted(ids)[0])  # fmt: skip
         if isinstance(space, str) and not matches(space, patterns):
-            raise _across(space)
+            return _across(verb, params)  # memory.move of a team memory into a personal space
         return Plan(TEAM, team=_strip(params, team_ids))
     if isinstance(space, str):
         if not matches(space, patterns):
             return Plan(PERSONAL, params)
         if ids:
-            raise _across(space)  # memory.move of a personal memory into a team space
+            return _across(verb, params)  # memory.move of a personal memory into a team space
         return Plan(TEAM, team=params)
     after = params.get("after")
     if isinstance(after, str) and after.startswith(PREFIX):
@@ -158,10 +159,13 @@ def _strip(params: dict[str, Any], names: set[str]) -> dict[str, Any]:
     return {k: (_bare(v) if k in names else v) for k, v in params.items()}
 
 
-def _across(space: str) -> InvalidParams:
-    return InvalidParams("stores", f"space {space!r} lives in the other store; moving a memory between the personal "
-                         "and the team store is not supported yet", param="space",
-                         fix="add it in the target space, then delete the original")  # fmt: skip
+def _across(verb: str, params: dict[str, Any]) -> Plan:
+    """A request naming a memory of one store and a space of the other: memory.move runs across the two stores
+    (hivemem.daemon.crossmove, D396); no other verb does."""
+    if _mount(verb) == "move":
+        return Plan(ACROSS, params)
+    raise InvalidParams("stores", f"{verb} runs on one store at a time: space {params['space']!r} lives in the other "
+                        "store", param="space")  # fmt: skip
 
 
 def qualify(result: dict[str, Any], verb: str) -> dict[str, Any]:
@@ -295,6 +299,7 @@ class Team:
         self._stores: list[Store] = []
         self._principal: tuple[str, float, Principal] | None = None
         self._lock = threading.Lock()
+        self.mover = Mover(self, data_dir, log)  # memory.move across the two stores, and its repair
 
     def plan(self, verb: str, params: object) -> Plan:
         return plan(verb, params, self.patterns)
@@ -454,17 +459,14 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
     if _mount(verb) == "recall":
         return await _recall(team, reader, who, params)
     route = team.plan(verb, params)
+    if route.where == ACROSS:
+        return await team.mover.move(mine, reader, who, route.personal)
     if route.where == PERSONAL:
         if _mount(verb) != "merged":
             return None
         return personal(await mine(who, verb, route.personal, size, listener))
     if route.where == TEAM:
-        try:
-            return await team.call(who, verb, route.team)
-        except Unavailable as exc:
-            if _mount(verb) == "merged" and exc.code == "unavailable.team_store":
-                return unavailable(verb, params)
-            raise
+        return await _team_only(team, who, verb, params, route.team)
     own = asyncio.ensure_future(mine(who, verb, route.personal, size, listener))
     theirs: dict[str, Any] | None = None
     missing = False
@@ -484,6 +486,16 @@ def _combine(verb: str, params: object, mine: dict[str, Any], theirs: dict[str, 
     if _mount(verb) == "names":
         return by_name(mine, theirs, _limit(verb, params))
     return merge(mine, theirs, _limit(verb, params), _listed(verb))
+
+
+async def _team_only(team: Team, who: Principal, verb: str, params: object, routed: Any) -> dict[str, Any]:
+    """A request the team store alone serves; a read of it alone answers empty when the team store does not."""
+    try:
+        return await team.call(who, verb, routed)
+    except Unavailable as exc:
+        if _mount(verb) == "merged" and exc.code == "unavailable.team_store":
+            return unavailable(verb, params)
+        raise
 
 
 def _limit(verb: str, params: Any) -> int:

@@ -159,6 +159,9 @@ class Memories(_Repository):
     def space_of(self, memory: int) -> str | None:
         return memories.space_of(self.conn, memory)
 
+    def holding(self, space: str, digest: bytes) -> int | None:
+        return memories.holding(self.conn, space, digest)
+
     def page(self, flt: Filter, after: int | None, limit: int) -> MemoryPage:
         return listing.list_memories(self.conn, flt, after, limit)
 

@@ -245,6 +245,12 @@ def _live_duplicate(conn: Connection, space: str, digest: bytes) -> Row | None:
     )
 
 
+def holding(conn: Connection, space: str, digest: bytes) -> int | None:
+    """The live memory of `space` whose content has this SHA-256, if any (a cross-store move's copy, D396)."""
+    row = _live_duplicate(conn, space, digest)
+    return int(row[0]) if row is not None else None
+
+
 def add(conn: Connection, limits: Limits, actor: Principal, new: NewMemory, session: int | None) -> Written:
     """Store a memory; the same live content in the space returns the existing one unchanged."""
     digest = sha256(new.content)
