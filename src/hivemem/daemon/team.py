@@ -232,14 +232,14 @@ def merge(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, limit: int
     """The two parts of a read as one page of at most `limit`, each store's part a prefix of its own page (the
     hits of `pages`' skip left out), so `next` can say where each store goes on (D401). A listing keeps the
     personal part whole and fills the page with the team's (D393); for ranked hits the next is the head of the
-    store whose head holds more of the query's words, on a tie one of each store in turn, the personal store's
+    store whose head holds more of the query (`held`), on a tie one of each store in turn, the personal store's
     first (D400). The page is then ordered by scope: project, user, then the rest (for a listing: the personal
     store's others, then the team's). The personal part's other members (mode, window) are the result's."""
     base = dict(mine) if mine is not None else {k: v for k, v in (theirs or {}).items() if k != "next"}
     skips = [part.skip if part else 0 for part in pages]
     parts = [list((part or {}).get(key, []))[skip:] for part, skip in zip((mine, theirs), skips, strict=True)]
     ranked = key == "results"
-    wanted = words(query) if ranked else set()
+    wanted = set(words(query)) if ranked else set()
     taken = [0, 0]
     order: list[dict[str, Any]] = []
     while len(order) < limit and (taken[0] < len(parts[0]) or taken[1] < len(parts[1])):
@@ -259,11 +259,18 @@ def merge(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, limit: int
     return base
 
 
-def words(text: str) -> set[str]:
+def words(text: str) -> list[str]:
     """The words of a text a merge compares across stores (D400): lower case, stopwords left out, each cut to its
     first STEM_LETTERS letters (a stem good enough to match `painting` to `paints`)."""
     stop = stopwords()
-    return {w[:STEM_LETTERS] for w in WORD.findall(text.lower()) if w not in stop}
+    return [w[:STEM_LETTERS] for w in WORD.findall(text.lower()) if w not in stop]
+
+
+def held(hit: dict[str, Any], wanted: set[str]) -> tuple[int, float]:
+    """How much of the query a hit holds, comparable across stores (D400): the query's words in its title and
+    snippet, then the share of the snippet's words that are the query's."""
+    found = words(f"{hit.get('title') or ''} {hit.get('snippet') or ''}")
+    return len(wanted.intersection(found)), sum(w in wanted for w in found) / (len(found) or 1)
 
 
 def _pick(parts: list[list[dict[str, Any]]], taken: list[int], ranked: bool, wanted: set[str]) -> int:
@@ -274,9 +281,8 @@ def _pick(parts: list[list[dict[str, Any]]], taken: list[int], ranked: bool, wan
         return 1
     if not ranked:
         return 0
-    held = [len(wanted & words(f"{parts[i][taken[i]].get('title') or ''} {parts[i][taken[i]].get('snippet') or ''}"))
-            for i in (0, 1)]  # fmt: skip
-    return 0 if held[0] > held[1] or (held[0] == held[1] and taken[0] <= taken[1]) else 1
+    mine, theirs = (held(parts[i][taken[i]], wanted) for i in (0, 1))
+    return 0 if mine > theirs or (mine == theirs and taken[0] <= taken[1]) else 1
 
 
 def _onward(part: Part | None, shown: list[dict[str, Any]], following: str | None, kept: int,
