@@ -29,8 +29,9 @@ from crashmove import CRASHED
 from faults import ready
 from hivemem import config, credentials, moves, records, schemas
 from hivemem.client import DaemonClient
+from hivemem.cursors import Part, decode_pair, encode_pair
 from hivemem.daemon.crossmove import digest
-from hivemem.daemon.team import matches, plan, qualify
+from hivemem.daemon.team import matches, merge, plan, qualify
 from hivemem.errors import HivememError
 
 pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
@@ -119,6 +120,9 @@ def test_routing_by_space_and_by_qualified_id() -> None:
     split = plan("memory.search", {"query": "q", "spaces": ["user", "team/a"]}, patterns)
     assert (split.where, split.personal["spaces"], split.team["spaces"]) == ("both", ["user"], ["team/a"])
     assert plan("memory.list", {"after": "t:m9"}, patterns).team == {"after": "m9"}
+    paged = plan("memory.list", {"after": encode_pair(Part("m7", 0), None), "limit": 2}, patterns)  # D401
+    assert (paged.where, paged.personal, paged.team) == ("both", {"after": "m7", "limit": 2}, None)
+    assert plan("memory.list", {"after": "b1.x"}, patterns).personal == {"after": "b1.x"}  # refused there
     assert plan("session.list", {}, patterns).where == "personal"
     with pytest.raises(Exception, match="one store"):
         plan("memory.relate", {"source": "t:m1", "target": "m2", "relation": "related"}, patterns)
@@ -131,6 +135,26 @@ def test_routing_by_space_and_by_qualified_id() -> None:
         "memories": [{"id": "t:m4", "store": "team"}],
         "next": "t:m4",
     }
+
+
+def test_a_merged_search_puts_first_the_hit_holding_more_of_the_query() -> None:
+    def hit(id_: str, space: str, snippet: str, store: str) -> dict[str, Any]:
+        return {"id": id_, "space": space, "snippet": snippet, "store": store}
+
+    mine = {"mode": "auto", "results": [hit("m1", "notes", "lunch with friends", "personal"),
+                                        hit("m2", "notes", "Caroline painted a sunrise", "personal")]}  # fmt: skip
+    theirs = {"mode": "auto", "results": [hit("t:m5", "team/x", "Caroline paints sunrises", "team")]}
+    page = merge(mine, theirs, 2, "results", query="When did Caroline paint a sunrise?")  # D400
+    assert [h["id"] for h in page["results"]] == ["t:m5", "m1"]
+    assert decode_pair(page["next"]) == (Part(None, 1), None)  # the personal store's hits end in its page: skip 1
+    on = merge(mine, None, 2, "results", (Part(None, 1), None))
+    assert [h["id"] for h in on["results"]] == ["m2"] and "next" not in on
+    tie = merge(mine, theirs, 3, "results", query="lunch")  # m1 holds the word: first; then one of each in turn
+    assert [h["id"] for h in tie["results"]] == ["m1", "t:m5", "m2"]
+    listing = merge({"memories": mine["results"], "next": None}, {"memories": theirs["results"], "next": "t:m5"}, 2,
+                    "memories")  # fmt: skip
+    assert [m["id"] for m in listing["memories"]] == ["m1", "m2"]  # a list keeps the personal page whole (D393)
+    assert decode_pair(listing["next"]) == (None, Part(None, 0))  # the team store from its first page
 
 
 # Two people, one team store
@@ -393,6 +417,93 @@ def test_mcp_with_the_team_store_unreachable_says_so_in_schema_and_fails_team_wr
                 assert wire["code"] == "unavailable.team_store" and wire["data"]["outcome"] == "not_written", wire
 
         anyio.run(main)
+
+
+# Pages of a merged read (D401)
+
+
+def pages(client: DaemonClient, verb: str, after: str | None = None, **params: Any) -> list[dict[str, Any]]:
+    """Every page of a read from `after` (the first page: None), following `next` until it is absent or null."""
+    key = "results" if verb == "memory.search" else "memories"
+    found: list[dict[str, Any]] = []
+    while len(found) < 30:
+        found.append(client.call(verb, **params, **({"after": after} if after else {})))
+        after = found[-1].get("next")
+        if not after:
+            return [{**page, "ids": [m["id"] for m in page[key]]} for page in found]
+    raise AssertionError(f"{verb} never ends: {found}")
+
+
+@contextlib.contextmanager
+def connected(h: Home) -> Iterator[DaemonClient]:
+    """An in-process owner client of a person's daemon (started, with its owner key, by a CLI call first)."""
+    h.ok("store", "status")
+    with h.environment():
+        client = h.client()
+        try:
+            yield client
+        finally:
+            client.close()
+
+
+def add_both(client: DaemonClient, personal: int, team: int) -> tuple[list[str], list[str]]:
+    spaces = ["user", "notes/garden"]
+    mine = [client.call("memory.add", space=spaces[i % 2], content=f"ana's gardening note {i}")["id"]
+            for i in range(personal)]  # fmt: skip
+    theirs = [client.call("memory.add", space="team/garden", content=f"the team's gardening rule {i}")["id"]
+              for i in range(team)]  # fmt: skip
+    assert all(m.startswith("m") for m in mine) and all(t.startswith("t:m") for t in theirs)
+    return mine, theirs
+
+
+def test_a_merged_list_and_search_page_through_both_stores_exactly_once(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        with connected(ana) as client:
+            mine, theirs = add_both(client, 5, 4)
+            everything = sorted(mine + theirs)
+            listed = pages(client, "memory.list", limit=2)
+            ids = [i for page in listed for i in page["ids"]]
+            assert sorted(ids) == everything and len(ids) == len(set(ids)), listed
+            assert [len(page["ids"]) for page in listed] == [2, 2, 2, 2, 1]  # no page short before the last
+            assert listed[2]["ids"][1] in theirs  # the team's first fills the page the personal store ends in
+            found = pages(client, "memory.search", query="gardening", limit=2)
+            ids = [i for page in found for i in page["ids"]]
+            assert sorted(ids) == everything and len(ids) == len(set(ids)), found
+            assert [[h["store"] for h in page["results"]] for page in found][:4] == [["personal", "team"]] * 4
+            assert all("unavailable" not in page for page in listed + found)
+        first = ana.ok("memory", "list", "--limit", "2")
+        second = ana.ok("memory", "list", "--limit", "2", "--after", first["next"])  # the CLI passes it as it is
+        assert [m["id"] for m in second["memories"]] == listed[1]["ids"]
+        fails(ana, "memory", "list", "--after", "b1.not-a-cursor", code="invalid_params.type", exit_code=2)
+        fails(ana, "memory", "search", "--query", "x", "--after", "b1.e30", code="invalid_params.after", exit_code=2)
+        other = ana.ok("memory", "search", "--query", "gardening", "--limit", "2")["next"]
+        fails(ana, "memory", "search", "--query", "rule", "--after", other, code="invalid_params.after", exit_code=2)
+
+
+def test_the_team_store_down_between_pages_leaves_the_personal_pages_going_on(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana, connected(ana) as client:
+            mine, theirs = add_both(client, 5, 3)
+            for verb, params in (("memory.list", {}), ("memory.search", {"query": "gardening"})):
+                key = "results" if verb == "memory.search" else "memories"
+                first = client.call(verb, **params, limit=2)
+                proxy.dropping = True
+                down = client.call(verb, **params, limit=2, after=first["next"])
+                assert down["unavailable"] == ["team"] and [m["store"] for m in down[key]] == ["personal"] * 2
+                proxy.dropping = False  # back: the team store goes on from where it was
+                rest = pages(client, verb, down["next"], **params, limit=2)
+                ids = [m["id"] for m in first[key] + down[key]] + [i for page in rest for i in page["ids"]]
+                assert sorted(ids) == sorted(mine + theirs) and len(ids) == len(set(ids)), (verb, ids)
+                assert all("unavailable" not in page for page in rest)
+            proxy.dropping = True  # down for good: the personal pages still end
+            alone = pages(client, "memory.list", limit=2)
+            ids = [i for page in alone for i in page["ids"]]
+            assert sorted(ids) == sorted(mine) and len(ids) == len(set(ids)), alone
+            assert all(page["unavailable"] == ["team"] for page in alone) and alone[-1]["next"] is None
+    finally:
+        proxy.close()
 
 
 def test_a_team_store_dropping_packets_is_given_up_in_time_and_used_again_when_it_returns(team: Team) -> None:

@@ -130,3 +130,18 @@ def test_the_review_queue_holds_what_is_due_in_both_stores(team: Team) -> None:
         assert [m["id"] for m in ana.ok("memory", "review", "--spaces", "team/platform")["memories"]] == [shared["id"]]
         # the other person's queue has the team's due memory, never ana's own
         assert [m["id"] for m in ben.ok("memory", "review")["memories"]] == [shared["id"]]
+
+
+def test_the_review_queue_pages_through_both_stores(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        due = "--review-after", "2021-01-01T00:00:00Z"
+        made = [ana.ok("memory", "add", "--space", space, "--content", f"due note {n}", *due)["id"]
+                for n, space in enumerate(("user", "team/a", "user", "team/a"))]  # fmt: skip
+        seen, after = [], None
+        while True:
+            page = ana.ok("memory", "review", "--limit", "1", *(["--after", after] if after else []))
+            seen += [m["id"] for m in page["memories"]]
+            if page["next"] is None:
+                break
+            after = page["next"]
+        assert sorted(seen) == sorted(made) and len(seen) == 4  # each due memory once, from both stores

@@ -7,8 +7,10 @@ their own) and the merge of the two parts of a read. With `team.url` empty none 
 Routing (D390): a write to a space matching `team.spaces` goes to the team store, every other write stays
 personal; `user` and `project/...` never leave the personal store. The team store's memory ids travel qualified,
 `t:m12`, and a verb given one runs there. memory.search and memory.list with no spaces, or with spaces of both
-stores, and memory.recall query both at once and merge: project, user, the personal store's other spaces, then
-the team's, each in its store's own order; every hit and record says which `store` it came from.
+stores, and memory.recall query both at once and merge, each store's order kept: a list is the personal store's
+page filled with the team's (D393), a search takes the next hit of the store whose next hit holds more of the
+query's words (D400); project and user first. Every hit and record says which `store` it came from, and the
+`next` of a merged read holds each store's place (D401).
 
 Identity: on the team store a request acts with the team client token this person saved (`hivemem team join`),
 and only within what the connection's own grants allow in that space; the personal owner key grants nothing there.
@@ -36,12 +38,14 @@ from typing import Any, TypeVar
 from hivemem import credentials, libpq, ops
 from hivemem.auth import Principal
 from hivemem.config import Config
+from hivemem.cursors import Part, back, decode_pair, encode_pair
 from hivemem.daemon.crossmove import Mover
 from hivemem.daemon.lifecycle import Log
 from hivemem.errors import Denied, HivememError, InvalidParams, Unavailable
 from hivemem.manifest import BY_NAME
 from hivemem.render import Bounds, render
 from hivemem.search.recall import select
+from hivemem.search.terms import WORD, stopwords
 from hivemem.spaces import in_team
 from hivemem.store import Store, open_store
 from hivemem.store.limits import Limits
@@ -59,6 +63,7 @@ ROUTED = ("memory.",)
 RECALL_MS = 1000
 UNAVAILABLE_LINE = "hivemem recall: the team store was unavailable; only memories of the personal store are shown."
 T = TypeVar("T")
+STEM_LETTERS = 5  # the letters of a word a merge of ranked hits compares (D400)
 
 
 def _mount(verb: str) -> str:
@@ -77,6 +82,10 @@ def matches(space: str, patterns: list[str]) -> bool:
     return in_team(space, patterns)
 
 
+FIRST = Part(None, 0)
+Pages = tuple[Part | None, Part | None]
+
+
 @dataclass
 class Plan:
     """Where a request runs: `personal`, `team` or `both`, with the params each store gets."""
@@ -84,6 +93,7 @@ class Plan:
     where: str
     personal: Any = None
     team: Any = None
+    pages: Pages = (FIRST, FIRST)  # where a merged read starts in each store (D401); None: nothing more there
 
 
 def plan(verb: str, params: object, patterns: list[str]) -> Plan:
@@ -110,9 +120,20 @@ def plan(verb: str, params: object, patterns: list[str]) -> Plan:
             return _across(verb, params)  # memory.move of a personal memory into a team space
         return Plan(TEAM, team=params)
     after = params.get("after")
-    if isinstance(after, str) and after.startswith(PREFIX):
-        return Plan(TEAM, team={**params, "after": after[len(PREFIX) :]})
+    if isinstance(after, str):
+        return _after(verb, params, patterns, after)
     return _by_spaces(verb, params, patterns, after is None)
+
+
+def _after(verb: str, params: dict[str, Any], patterns: list[str], after: str) -> Plan:
+    """The route of a page after the first: a `t:` cursor continues the team store, a merged read's `next` both
+    stores (D401), any other the personal store."""
+    pages = decode_pair(after) if _mount(verb) == "merged" else None
+    if pages is not None:
+        return _paged(verb, params, patterns, pages)
+    if after.startswith(PREFIX):
+        return Plan(TEAM, team={**params, "after": after[len(PREFIX) :]})
+    return _by_spaces(verb, params, patterns, False)
 
 
 def _by_spaces(verb: str, params: dict[str, Any], patterns: list[str], first_page: bool) -> Plan:
@@ -149,6 +170,22 @@ def _by_spaces_only(verb: str, params: object, patterns: list[str]) -> Plan:
                      "it writes under exports/ in the daemon's team directory and says where", param="path",
                      fix="leave out --path")  # fmt: skip
     return found
+
+
+def _paged(verb: str, params: dict[str, Any], patterns: list[str], pages: Pages) -> Plan:
+    """A page after the first of a merged read (D401): each store from its own place in the `next`, a store with
+    nothing more not asked. A `next` given to a request that is not merged is left to the personal store, which
+    refuses it as any cursor it cannot read."""
+    route = _by_spaces(verb, {k: v for k, v in params.items() if k != "after"}, patterns, True)
+    if route.where != BOTH:
+        return Plan(PERSONAL, params)
+    return Plan(BOTH, _from(route.personal, pages[0]), _from(route.team, pages[1]), pages)
+
+
+def _from(params: dict[str, Any], part: Part | None) -> dict[str, Any] | None:
+    if part is None:
+        return None
+    return {**params, "after": part.after} if part.after else params
 
 
 def _bare(value: str) -> str:
@@ -216,14 +253,35 @@ def scope(item: dict[str, Any]) -> int:
     return 0 if space.startswith("project/") else 1 if space == "user" else 2
 
 
-def merge(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, limit: int, key: str) -> dict[str, Any]:
-    """The two parts of a read as one: in scope order, each store's order kept inside a group, at most `limit`.
-    The personal part's other members (mode, window, next) are the result's; `next` continues the personal store."""
+def merge(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, limit: int, key: str,
+          pages: Pages = (FIRST, FIRST), query: str = "") -> dict[str, Any]:  # fmt: skip
+    """The two parts of a read as one page of at most `limit`, each store's part a prefix of its own page (the
+    hits of `pages`' skip left out), so `next` can say where each store goes on (D401). A listing keeps the
+    personal part whole and fills the page with the team's (D393); for ranked hits the next is the head of the
+    store whose head holds more of the query (`held`), on a tie one of each store in turn, the personal store's
+    first (D400). The page is then ordered by scope: project, user, then the rest (for a listing: the personal
+    store's others, then the team's). The personal part's other members (mode, window) are the result's."""
     base = dict(mine) if mine is not None else {k: v for k, v in (theirs or {}).items() if k != "next"}
-    items = [*(mine or {}).get(key, []), *(theirs or {}).get(key, [])]
-    base[key] = sorted(items, key=scope)[:limit]
-    if key == "memories" and "next" not in base:
-        base["next"] = None
+    skips = [part.skip if part else 0 for part in pages]
+    parts = [list((part or {}).get(key, []))[skip:] for part, skip in zip((mine, theirs), skips, strict=True)]
+    ranked = key == "results"
+    wanted = set(words(query)) if ranked else set()
+    taken = [0, 0]
+    order: list[dict[str, Any]] = []
+    while len(order) < limit and (taken[0] < len(parts[0]) or taken[1] < len(parts[1])):
+        side = _pick(parts, taken, ranked, wanted)
+        order.append(parts[side][taken[side]])
+        taken[side] += 1
+    base[key] = sorted(order, key=lambda item: scope(item) if not ranked else min(scope(item), 2))
+    onward = [_onward(pages[i], parts[i], (part or {}).get("next"), taken[i], ranked)
+              for i, part in enumerate((mine, theirs))]  # fmt: skip
+    if theirs is None and pages[1] is not None:  # the team store did not answer: it goes on from where it was
+        onward[1] = pages[1] if onward[0] is not None else None
+    following = encode_pair(onward[0], onward[1]) if onward != [None, None] else None
+    if following is not None or not ranked:
+        base["next"] = following
+    else:
+        base.pop("next", None)
     return base
 
 
@@ -238,6 +296,51 @@ def by_name(mine: dict[str, Any], theirs: dict[str, Any] | None, limit: int) -> 
         return {**mine, "spaces": page, "next": page[-1]["space"] if more else None}
     # every row a store gave was one this connection may not see: continue after the furthest name either reached
     return {**mine, "spaces": [], "next": max(str(n) for n in (mine.get("next"), (theirs or {}).get("next")) if n)}
+
+
+def words(text: str) -> list[str]:
+    """The words of a text a merge compares across stores (D400): lower case, stopwords left out, each cut to its
+    first STEM_LETTERS letters (a stem good enough to match `painting` to `paints`)."""
+    stop = stopwords()
+    return [w[:STEM_LETTERS] for w in WORD.findall(text.lower()) if w not in stop]
+
+
+def held(hit: dict[str, Any], wanted: set[str]) -> tuple[int, float]:
+    """How much of the query a hit holds, comparable across stores (D400): the query's words in its title and
+    snippet, then the share of the snippet's words that are the query's."""
+    found = words(f"{hit.get('title') or ''} {hit.get('snippet') or ''}")
+    return len(wanted.intersection(found)), sum(w in wanted for w in found) / (len(found) or 1)
+
+
+def _pick(parts: list[list[dict[str, Any]]], taken: list[int], ranked: bool, wanted: set[str]) -> int:
+    """The store whose next hit comes next on a merged page: 0 the personal store, 1 the team store."""
+    if taken[1] == len(parts[1]):
+        return 0
+    if taken[0] == len(parts[0]):
+        return 1
+    if not ranked:
+        return 0
+    mine, theirs = (held(parts[i][taken[i]], wanted) for i in (0, 1))
+    return 0 if mine > theirs or (mine == theirs and taken[0] <= taken[1]) else 1
+
+
+def _onward(part: Part | None, shown: list[dict[str, Any]], following: str | None, kept: int,
+            ranked: bool) -> Part | None:  # fmt: skip
+    """Where a store goes on after a merged page that kept the first `kept` of its `shown` hits; None when it has
+    nothing more."""
+    if part is None:
+        return None
+    following = _bare(following) if isinstance(following, str) else None
+    if kept == len(shown):
+        return Part(following, 0) if following else None
+    if kept == 0:
+        return part
+    last = _bare(str(shown[kept - 1]["id"]))
+    if not ranked:
+        return Part(last, 0)
+    if following:
+        return Part(back(following, len(shown) - kept, last), 0)
+    return Part(part.after, part.skip + kept)  # its hits end inside this page: the next asks for it again
 
 
 def unavailable(verb: str, params: Any) -> dict[str, Any]:
@@ -467,25 +570,36 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
         return personal(await mine(who, verb, route.personal, size, listener))
     if route.where == TEAM:
         return await _team_only(team, who, verb, params, route.team)
-    own = asyncio.ensure_future(mine(who, verb, route.personal, size, listener))
+    return await _merged(team, mine, who, verb, params, route, size, listener)
+
+
+async def _merged(team: Team, mine: Personal, who: Principal, verb: str, params: object, route: Plan, size: int,
+                  listener: Any) -> dict[str, Any]:  # fmt: skip
+    """A merged read: both stores at once (a store with nothing more on a later page not asked, D401), then one
+    page of the two parts."""
+    own = asyncio.ensure_future(mine(who, verb, route.personal, size, listener)) if route.personal is not None else None
     theirs: dict[str, Any] | None = None
     missing = False
     try:
-        theirs = await team.call(who, verb, route.team)
+        if route.team is not None:
+            theirs = await team.call(who, verb, route.team)
     except HivememError as exc:  # the personal part still answers whole (docs/team.md)
         missing = True
         if exc.code != "unavailable.team_store":
             team.log.write(f"team store: {verb}: {exc.code}")
-    result = _combine(verb, params, personal(await own), theirs)
+    ours = personal(await own) if own is not None else None
+    if ours is None and theirs is None:
+        ours = {k: v for k, v in unavailable(verb, params).items() if k != "unavailable"}
+    query = params.get("query") if isinstance(params, dict) else None
+    if _mount(verb) == "names":
+        result = by_name(ours or {"spaces": [], "next": None}, theirs, _limit(verb, params))
+    else:
+        result = merge(
+            ours, theirs, _limit(verb, params), _listed(verb), route.pages, query if isinstance(query, str) else ""
+        )
     if missing:
         result["unavailable"] = [TEAM]
     return result
-
-
-def _combine(verb: str, params: object, mine: dict[str, Any], theirs: dict[str, Any] | None) -> dict[str, Any]:
-    if _mount(verb) == "names":
-        return by_name(mine, theirs, _limit(verb, params))
-    return merge(mine, theirs, _limit(verb, params), _listed(verb))
 
 
 async def _team_only(team: Team, who: Principal, verb: str, params: object, routed: Any) -> dict[str, Any]:
