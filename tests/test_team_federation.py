@@ -633,6 +633,34 @@ def test_store_status_with_the_team_store_stopped_says_so_within_the_timeout(tea
         print(f"store status with the team store stopped: {took * 1000:.0f} ms")
 
 
+def test_store_status_with_a_team_store_dropping_packets_is_given_up_after_the_timeout(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    timeout_ms = 800
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=timeout_ms) as ana:
+            ana.ok("memory", "add", "--space", "team/infra", "--content", "the cache is redis seven")
+            usual, result = timed(ana, "store", "status")
+            assert result.json["team"]["memories"] == 1, result
+            proxy.dropping = True  # the connection the daemon holds now leads nowhere
+            took, result = timed(ana, "store", "status")
+            assert result.code == 0 and result.json["unavailable"] == ["team"] and "team" not in result.json
+            assert took < usual + timeout_ms / 1000 + 1.0, (took, usual)
+            proxy.dropping = False  # the server is back: the next status shows the team store again, no restart
+            assert wait_for(lambda: "team" in ana.ok("store", "status")), "the team store came back"
+            print(f"store status, team store dropping packets: usual {usual * 1000:.0f} ms, {took * 1000:.0f} ms")
+    finally:
+        proxy.close()
+
+
+def wait_for(condition: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+    return False
+
+
 def test_mcp_store_status_fits_the_output_schema_with_the_team_store_up_and_down(team: Team) -> None:
     with person(team.url, team.tokens["ana"]) as ana:
         ana.ok("memory", "add", "--space", "team/platform", "--content", "shared deploy note")
