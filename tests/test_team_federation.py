@@ -669,6 +669,8 @@ def test_mcp_store_status_fits_the_output_schema_with_the_team_store_up_and_down
             async with mcp_session(ana) as s:
                 status = await structured(s, "store_status")
                 assert status["team"]["memories"] == 1 and status["memories"] == 0, status
+                listing = {t.name: t.input_schema["properties"] for t in (await s.list_tools()).tools}
+                assert "store" not in listing["memory_list"] and "store" not in listing["memory_search"]  # D399
 
         anyio.run(up)
     closed = via(team.url, free_port())

@@ -29,17 +29,18 @@ class Param:
     Traits the layers read instead of naming params: `writes` (a true value makes the request write, so it
     runs on the writer), `reads` (a true value keeps a writing verb's request on a reader), `client_default`
     (what a client fills in when the param is absent: `read_path`, the fixed read path of docs/verbs.md; the wire
-    still requires it).
+    still requires it), `tool` (False: not an MCP tool property, so the tools every model request carries stay
+    small; a person's CLI flag and the daemon still take it: D399).
     """
 
     __slots__ = ("by_client", "choices", "client_default", "default", "format", "help", "items", "max_bytes",
-                 "maximum", "minimum", "name", "reads", "required", "scanned", "type", "writes")  # fmt: skip
+                 "maximum", "minimum", "name", "reads", "required", "scanned", "tool", "type", "writes")  # fmt: skip
 
     def __init__(self, name: str, type_: str, help_: str, *, required: bool = False, default: Default = None,
                  choices: tuple[str, ...] = (), minimum: float | None = None, maximum: float | None = None,
                  max_bytes: int | None = None, format: str = "", items: str = "", writes: bool = False,
                  reads: bool = False, client_default: str = "", scanned: bool = False,
-                 by_client: bool = False) -> None:  # fmt: skip
+                 by_client: bool = False, tool: bool = True) -> None:  # fmt: skip
         self.name, self.type, self.help, self.required, self.default = name, type_, help_, required, default
         self.choices, self.minimum, self.maximum, self.max_bytes = choices, minimum, maximum, max_bytes
         self.format = format  # space | tag | memory_id | session_id | timestamp | title | content | ...
@@ -47,6 +48,7 @@ class Param:
         self.scanned = scanned  # stored text: every string in it is scanned for secrets (docs/security.md)
         self.by_client = by_client  # set by client code, never a CLI flag or an MCP tool property
         self.writes, self.reads, self.client_default = writes, reads, client_default
+        self.tool = tool and not by_client  # an MCP tool property
 
 
 class Verb:
@@ -122,6 +124,7 @@ STORE = _p(
     "string",
     "With a team store mounted: only this store's memories (both when absent); `team` is refused when none is mounted.",
     choices=("personal", "team"),
+    tool=False,  # a person's switch (CLI, review UI); an agent reads both stores, each hit saying its `store`
 )
 KINDS_P = _p("kinds", "array", "Kinds to match.", items="kind")
 TAGS_HELP = "Up to 16 tags, each 1-64 bytes: lower-case letters and digits of any script, and `-`."
