@@ -918,3 +918,127 @@ def test_a_journaled_move_whose_copy_never_landed_is_dropped_and_its_source_kept
         assert wait_for(lambda: not os.path.exists(journal(ana)), 10), ana.daemon_log()
         assert "its copy never landed; the source is kept" in ana.daemon_log()
         assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1 and team_rows(team.url, text) == 0
+
+
+# store status and the store switch with a team store mounted (D398, D399)
+
+STATUS_MEMBERS = ["schema_version", "sqlite_version", "memories", "drafts", "archived", "deleted", "versions",
+                  "sessions", "vectors", "pending", "embeddings"]  # fmt: skip
+
+
+def test_store_status_shows_both_stores_and_never_the_team_password(team: Team) -> None:
+    parts = urlsplit(team.url)
+    secret = "s3cret-pw"  # trust auth: the server ignores it, the status must not show it
+    with_password = urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}:{secret}@{parts.netloc}"))
+    with person(with_password, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        ana.ok("memory", "add", "--space", "user", "--content", "ana's own note")
+        ana.ok("memory", "add", "--space", "team/platform", "--content", "shared deploy note")
+        ben.ok("memory", "add", "--space", "team/platform", "--content", "ben's shared note")
+        status = ana.ok("store", "status")
+        assert [k for k in status if k not in ("path", "bytes", "team")] == STATUS_MEMBERS
+        assert status["memories"] == 1 and "unavailable" not in status  # the personal part: ana's store alone
+        part = status["team"]
+        assert part["memories"] == 2 and part["schema_version"] >= 1, part
+        assert part["sqlite_version"].startswith("PostgreSQL "), part
+        assert part["spaces"] == ["team/*"] and "path" not in part and "bytes" not in part
+        assert secret not in json.dumps(status) and parts.hostname in part["server"], part["server"]
+        jsonschema.validate(status, schemas.json_schema(records.Status))
+        text = ana.cli("store", "status").out
+        assert secret not in text
+        lines = text.splitlines()
+        assert lines[0].split() == ["PERSONAL", "TEAM"], text
+        assert next(line for line in lines if line.startswith("memories")).split() == ["memories", "1", "2"], text
+        assert any(line.startswith("server") for line in lines), text
+
+        # a client of ana's daemon holds grants on her personal store only: it gets today's status alone
+        grants = '[{"right":"read","scope":"space:user"}]'
+        token = ana.ok("client", "add", "--name", "reader", "--grants", grants)["token"]
+        scoped = ana.ok("store", "status", token=token)
+        assert list(scoped) == STATUS_MEMBERS and scoped["memories"] == 1
+
+
+def test_store_status_with_the_team_store_stopped_says_so_within_the_timeout(team: Team) -> None:
+    closed = via(team.url, free_port())  # nothing listens there
+    with person(closed, team.tokens["ana"], timeout_ms=1000) as ana:
+        ana.ok("memory", "add", "--space", "user", "--content", "ana's own note")
+        took, result = timed(ana, "store", "status")
+        status = result.json
+        assert status["unavailable"] == ["team"] and "team" not in status and status["memories"] == 1, status
+        assert took < 1.0 + 2.0, took  # the team part is given up after team.timeout_ms
+        jsonschema.validate(status, schemas.json_schema(records.Status))
+        text = ana.cli("store", "status").out
+        assert text.splitlines()[0].split() == ["PERSONAL"] and "unavailable: team" in text, text
+        print(f"store status with the team store stopped: {took * 1000:.0f} ms")
+
+
+def test_store_status_with_a_team_store_dropping_packets_is_given_up_after_the_timeout(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    timeout_ms = 800
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=timeout_ms) as ana:
+            ana.ok("memory", "add", "--space", "team/infra", "--content", "the cache is redis seven")
+            usual, result = timed(ana, "store", "status")
+            assert result.json["team"]["memories"] == 1, result
+            proxy.dropping = True  # the connection the daemon holds now leads nowhere
+            took, result = timed(ana, "store", "status")
+            assert result.code == 0 and result.json["unavailable"] == ["team"] and "team" not in result.json
+            assert took < usual + timeout_ms / 1000 + 1.0, (took, usual)
+            proxy.dropping = False  # the server is back: the next status shows the team store again, no restart
+            assert wait_for(lambda: "team" in ana.ok("store", "status")), "the team store came back"
+            print(f"store status, team store dropping packets: usual {usual * 1000:.0f} ms, {took * 1000:.0f} ms")
+    finally:
+        proxy.close()
+
+
+def test_mcp_store_status_fits_the_output_schema_with_the_team_store_up_and_down(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        ana.ok("memory", "add", "--space", "team/platform", "--content", "shared deploy note")
+
+        async def up() -> None:
+            async with mcp_session(ana) as s:
+                status = await structured(s, "store_status")
+                assert status["team"]["memories"] == 1 and status["memories"] == 0, status
+                listing = {t.name: t.input_schema["properties"] for t in (await s.list_tools()).tools}
+                assert "store" not in listing["memory_list"] and "store" not in listing["memory_search"]  # D399
+
+        anyio.run(up)
+    closed = via(team.url, free_port())
+    with person(closed, team.tokens["ana"], timeout_ms=1000) as ana:
+
+        async def down() -> None:
+            async with mcp_session(ana) as s:
+                status = await structured(s, "store_status")
+                assert status["unavailable"] == ["team"] and "team" not in status, status
+
+        anyio.run(down)
+
+
+def test_store_status_without_a_team_store_is_unchanged() -> None:
+    with isolated_home() as h:
+        status = h.ok("store", "status")
+        assert [k for k in status if k not in ("path", "bytes")] == STATUS_MEMBERS
+        assert "PERSONAL" not in h.cli("store", "status").out
+        fails(h, "memory", "list", "--store", "team", code="invalid_params.stores", exit_code=2)
+        assert h.ok("memory", "list", "--store", "personal")["memories"] == []
+
+
+def test_one_store_of_a_merged_read_pages_within_that_store(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        mine = [ana.ok("memory", "add", "--space", "user", "--content", f"personal note {n}")["id"] for n in range(3)]
+        theirs = [
+            ana.ok("memory", "add", "--space", "team/platform", "--content", f"team note {n}")["id"] for n in range(3)
+        ]
+        first = ana.ok("memory", "list", "--store", "team", "--limit", "2")
+        assert [m["id"] for m in first["memories"]] == theirs[:0:-1] and first["next"] == theirs[1], first
+        assert {m["store"] for m in first["memories"]} == {"team"}
+        rest = ana.ok("memory", "list", "--store", "team", "--limit", "2", "--after", first["next"])
+        assert [m["id"] for m in rest["memories"]] == theirs[:1] and rest["next"] is None, rest
+        own = ana.ok("memory", "list", "--store", "personal", "--limit", "2")
+        assert [m["id"] for m in own["memories"]] == mine[:0:-1] and {m["store"] for m in own["memories"]} == {
+            "personal"
+        }
+        found = ana.ok("memory", "search", "--query", "note", "--store", "team")
+        assert {h["store"] for h in found["results"]} == {"team"} and len(found["results"]) == 3
+        fails(ana, "memory", "list", "--store", "team", "--spaces", "user", code="invalid_params.stores", exit_code=2)
+        fails(ana, "memory", "list", "--store", "team", "--after", mine[0], code="invalid_params.stores", exit_code=2)

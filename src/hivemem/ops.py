@@ -362,7 +362,16 @@ def window(flt: Filter) -> Window | None:
     return {"until": flt.until, "on": flt.on}
 
 
+def _one_store(p: Params) -> None:
+    """`store`: a daemon with a team store mounted routes by it before the verb runs (daemon/team.py); here no
+    team store is mounted, so `personal` is every memory and `team` has none to give."""
+    if p.get("store") == "team":
+        raise InvalidParams("stores", "no team store is mounted here (config team.url)", param="store",
+                            fix="leave --store out, or mount one: docs/team.md")  # fmt: skip
+
+
 def list_(ctx: Context, principal: Principal, p: Params) -> MemoryPage:
+    _one_store(p)
     flt = _filter(ctx.store, principal, p, status=p["status"], include_deleted=p["include_deleted"], **_window(p))
     after = _after(p)
     page = ctx.store.memories.page(flt, after, p["limit"]).copy()
@@ -374,6 +383,7 @@ def list_(ctx: Context, principal: Principal, p: Params) -> MemoryPage:
 
 def search(ctx: Context, principal: Principal, p: Params) -> SearchResult:
     """Ranked hits, one page of them: `after` is the `next` of the page before (hivemem/cursors.py)."""
+    _one_store(p)
     search_key = cursors.key(principal.id, p)
     shown, last = 0, None
     if p.get("after"):  # every page uses the first page's window (hivemem/cursors.py)

@@ -200,7 +200,7 @@ class SpacePage(Shape):
     unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
-class Status(Shape):
+class StoreCounts(Shape):
     """Counts of what the caller can read; only the owner sees `path` and `bytes`."""
 
     path: NotRequired[str]
@@ -216,6 +216,22 @@ class Status(Shape):
     vectors: int
     pending: int
     embeddings: str
+
+
+class TeamStatus(StoreCounts):
+    """A mounted team store's status as the team token sees it: `server` is team.url without its password,
+    `spaces` the team.spaces patterns that live there (docs/team.md)."""
+
+    server: str
+    spaces: list[str]
+
+
+class Status(StoreCounts):
+    """The personal store's counts; with a team store mounted, the owner also gets the team store's under `team`,
+    or `unavailable: ["team"]` when it did not answer in time (docs/team.md)."""
+
+    team: NotRequired[TeamStatus]
+    unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
 class Stopping(Shape):

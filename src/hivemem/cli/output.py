@@ -212,6 +212,8 @@ def human(verb: str, ok: dict[str, Any]) -> str:
         return _preview(ok)
     if ok.get("applied") is False and not {"planned", "findings"} & ok.keys():  # a challenge's preview
         return "\n".join([*_pairs(ok), PREVIEW.format(effect=ok.get("effect", "change"))])
+    if isinstance(ok.get("team"), dict) or (ok.get("unavailable") and "schema_version" in ok):
+        return _both_stores(ok)
     declared = BY_NAME.get(verb)
     table = records.table_member(declared.result) if declared is not None else None
     if table is not None and isinstance(ok.get(table[0]), list):
@@ -223,6 +225,24 @@ def human(verb: str, ok: dict[str, Any]) -> str:
         header = [h for h, _ in cols]
         return "\n".join(mode + (_table([header, *rows]) if rows else [f"no {key}"]) + _footer(ok))
     return "\n".join(_pairs(ok))
+
+
+def _both_stores(ok: dict[str, Any]) -> str:
+    """store status with a team store mounted: the personal and the team store side by side (docs/team.md)."""
+    mine = {k: v for k, v in ok.items() if k not in ("team", "unavailable")}
+    theirs: dict[str, Any] = ok.get("team") or {}
+    keys = [*mine, *(k for k in theirs if k not in mine)]
+
+    def cell(part: dict[str, Any], key: str) -> str:
+        value = part.get(key, "")
+        return value if isinstance(value, str) else ", ".join(value) if isinstance(value, list) else dumps(value)
+
+    rows = [["", "PERSONAL", "TEAM"], *([key, cell(mine, key), cell(theirs, key)] for key in keys)]
+    if not theirs:
+        rows = [[key, cell(mine, key)] for key in mine]
+        rows.insert(0, ["", "PERSONAL"])
+        return "\n".join([*_table(rows), "unavailable: team (the team store did not answer within team.timeout_ms)"])
+    return "\n".join(_table(rows))
 
 
 PREVIEW = "Preview only: nothing was written. To {effect} it, run the same command again with --confirm."

@@ -127,7 +127,7 @@ def _kinds() -> str:
 
 
 def _params(verb: Verb) -> str:
-    shown = [p for p in verb.params if not p.by_client]
+    shown = [p for p in verb.params if p.tool]
     return ", ".join(f"`{p.name}`" + ("*" if p.required else "") for p in shown) or "none"
 
 

@@ -119,6 +119,13 @@ def plan(verb: str, params: object, patterns: list[str]) -> Plan:
         if ids:
             return _across(verb, params)  # memory.move of a personal memory into a team space
         return Plan(TEAM, team=params)
+    return _unnamed(verb, params, patterns)
+
+
+def _unnamed(verb: str, params: dict[str, Any], patterns: list[str]) -> Plan:
+    """The route of a request that names no memory and no space: by `store`, a team page's cursor, or spaces."""
+    if params.get("store") in (PERSONAL, TEAM) and any(p.name == "store" for p in BY_NAME[verb].params):
+        return _one_store(params, patterns)
     after = params.get("after")
     if isinstance(after, str):
         return _after(verb, params, patterns, after)
@@ -134,6 +141,24 @@ def _after(verb: str, params: dict[str, Any], patterns: list[str], after: str) -
     if after.startswith(PREFIX):
         return Plan(TEAM, team={**params, "after": after[len(PREFIX) :]})
     return _by_spaces(verb, params, patterns, False)
+
+
+def _one_store(params: dict[str, Any], patterns: list[str]) -> Plan:
+    """A merged read asked for one store (`store`, D399): it runs there alone, with its paging there."""
+    rest = {k: v for k, v in params.items() if k != "store"}
+    if params["store"] == PERSONAL:
+        return Plan(PERSONAL, rest)
+    after = rest.get("after")
+    if isinstance(after, str):
+        if not after.startswith(PREFIX):
+            raise InvalidParams("stores", "this page continues the personal store: pass store personal with it, or "
+                                "leave store out", param="after")  # fmt: skip
+        rest["after"] = after[len(PREFIX) :]
+    spaces = rest.get("spaces")
+    if isinstance(spaces, list) and not all(isinstance(s, str) and matches(s, patterns) for s in spaces):
+        raise InvalidParams("stores", f"store team lists only spaces of team.spaces ({', '.join(patterns)})",
+                            param="spaces")  # fmt: skip
+    return Plan(TEAM, team=rest)
 
 
 def _by_spaces(verb: str, params: dict[str, Any], patterns: list[str], first_page: bool) -> Plan:
@@ -392,6 +417,7 @@ class Team:
     def __init__(self, config: Config, limits: Limits, data_dir: str, log: Log) -> None:
         self.timeout_ms = int(config["team.timeout_ms"])
         self.url = libpq.bounded(str(config["team.url"]), self.timeout_ms)
+        self.server = libpq.without_password(str(config["team.url"]))  # where it is, as status shows it
         self.patterns = list(config["team.spaces"])
         self.limits = dataclasses.replace(limits, elsewhere=())  # nothing is mounted beside the team store
         self.data_dir = data_dir
@@ -561,6 +587,8 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
     it always has (the daemon then runs it itself)."""
     if _mount(verb) == "recall":
         return await _recall(team, reader, who, params)
+    if _mount(verb) == "beside":
+        return await _beside(team, mine, who, verb, params, size, listener)
     route = team.plan(verb, params)
     if route.where == ACROSS:
         return await team.mover.move(mine, reader, who, route.personal)
@@ -599,6 +627,33 @@ async def _merged(team: Team, mine: Personal, who: Principal, verb: str, params:
         )
     if missing:
         result["unavailable"] = [TEAM]
+    return result
+
+
+async def _beside(team: Team, mine: Personal, who: Principal, verb: str, params: object, size: int,
+                  listener: Any) -> dict[str, Any]:  # fmt: skip
+    """A verb each store answers for itself (store.status, D398): the personal store's answer as it always is,
+    and for the owner of this daemon the team store's as the team token sees it under `team`, with where it is
+    (team.url without its password) and the spaces that live there; `unavailable: ["team"]` when it did not answer
+    in time. Another connection's grants are the personal store's: it gets the personal answer alone."""
+    own = asyncio.ensure_future(mine(who, verb, params, size, listener))
+    if not who.is_owner:
+        return await own
+
+    def theirs(store: Store, principal: Principal) -> dict[str, Any]:
+        return ops.run(store, principal, ops.check(verb, params, store.limits.max_content_bytes))
+
+    found: dict[str, Any] | None = None
+    try:
+        found = await team.apply(theirs, verb, team.timeout_ms)
+    except HivememError as exc:  # the personal part still answers whole (docs/team.md)
+        if exc.code != "unavailable.team_store":
+            team.log.write(f"team store: {verb}: {exc.code}")
+    result = dict(await own)
+    if found is None:
+        result["unavailable"] = [TEAM]
+    else:
+        result["team"] = {**found, "server": team.server, "spaces": list(team.patterns)}
     return result
 
 

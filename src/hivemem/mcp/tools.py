@@ -131,7 +131,7 @@ def input_schema(verb: Verb, compact: bool = True) -> schemas.Schema:
     brief = tool_name(verb) if compact else ""
     schema: schemas.Schema = {
         "type": "object",
-        "properties": {p.name: param_schema(p, brief) for p in verb.params if not p.by_client},
+        "properties": {p.name: param_schema(p, brief) for p in verb.params if p.tool},
         "additionalProperties": False,
     }
     if required:

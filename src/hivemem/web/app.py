@@ -113,7 +113,7 @@ def notice(req: Request, **facts: object) -> str:
         return ""
     mid = req.arg("id")
     values: dict[str, object] = {
-        "id": mid if re.fullmatch(r"m[0-9]{1,18}", mid) else "the memory",
+        "id": mid if re.fullmatch(r"(t:)?m[0-9]{1,18}", mid) else "the memory",
         "outcome": OUTCOME_WORDS.get(req.arg("outcome"), "challenged"),
         "fix": FIX_WORDS.get(req.arg("fix"), "the fix is applied"),
         "revision": "its newest revision",

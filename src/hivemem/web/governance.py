@@ -38,10 +38,10 @@ def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
     if m["status"] == "draft":
         back = html.hidden("back", "/drafts")
         return "<p>A draft: confirm it as it stands, or edit it first; discard it with Delete.</p>" + (
-            html.form(f"/memory/{mid}/confirm", req.csrf, html.hidden("revision", rev) + back, "Confirm draft")
+            html.form(html.memory_href(mid, "confirm"), req.csrf, html.hidden("revision", rev) + back, "Confirm draft")
         )
     if m["status"] == "archived":
-        return html.form(f"/memory/{mid}/restore", req.csrf, "", "Restore from archive")
+        return html.form(html.memory_href(mid, "restore"), req.csrf, "", "Restore from archive")
     fields = (
         html.hidden("revision", rev)
         + html.select("outcome", "Outcome", OUTCOMES)
@@ -50,9 +50,9 @@ def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
     )
     return (
         '<div class="challenge">'
-        + html.form(f"/memory/{mid}/challenge", req.csrf, fields, "Challenge")
+        + html.form(html.memory_href(mid, "challenge"), req.csrf, fields, "Challenge")
         + "</div>"
-        + html.form(f"/memory/{mid}/archive", req.csrf, html.hidden("revision", rev), "Archive")
+        + html.form(html.memory_href(mid, "archive"), req.csrf, html.hidden("revision", rev), "Archive")
     )
 
 
@@ -80,9 +80,9 @@ def drafts(owner: Owner, req: Request) -> Response:
     here = html.hidden("back", "/drafts" + (f"?{urlencode({'after': req.arg('after')})}" if req.arg("after") else ""))
     for m in page["memories"]:
         keep = html.hidden("revision", m["revision"]) + here
-        confirm = html.form(f"/memory/{m['id']}/confirm", req.csrf, keep, "Confirm")
-        discard = html.form(f"/memory/{m['id']}/delete", req.csrf, keep, "Discard")
-        rows.append(_row(m, confirm + discard + html.link(f"/memory/{m['id']}", "Edit first")))
+        confirm = html.form(html.memory_href(m["id"], "confirm"), req.csrf, keep, "Confirm")
+        discard = html.form(html.memory_href(m["id"], "delete"), req.csrf, keep, "Discard")
+        rows.append(_row(m, confirm + discard + html.link(html.memory_href(m["id"]), "Edit first")))
     body = (
         "<p>Drafts are what agents inferred; they are never searched or recalled until a person confirms them.</p>"
         + html.table(ROWS, rows, empty="No draft is waiting.")
@@ -103,7 +103,7 @@ def _row(m: Hit, controls: str) -> list[str]:
 def _challenge_inline(req: Request, m: Hit) -> str:
     fields = html.hidden("revision", m["revision"]) + html.select("outcome", "", OUTCOMES)
     fields += html.text_input("replacement", "", "", placeholder="replacement id")
-    return html.form(f"/memory/{m['id']}/challenge", req.csrf, fields, "Challenge")
+    return html.form(html.memory_href(m["id"], "challenge"), req.csrf, fields, "Challenge")
 
 
 def _pager(base: str, req: Request, next_id: str | None) -> str:
@@ -128,7 +128,7 @@ def challenge(owner: Owner, req: Request, mid: str) -> Response:
     confirmed = req.field("confirm") == "1" and outcome in DESTRUCTIVE
     result = owner.call("memory.challenge", **params, confirm=True if confirmed else None)
     if result.get("applied"):
-        return done(f"/memory/{mid}", "challenged", mid, outcome=outcome)
+        return done(html.memory_href(mid), "challenged", mid, outcome=outcome)
     return _preview(owner, req, mid, params, result)
 
 
@@ -136,7 +136,7 @@ def _preview(owner: Owner, req: Request, mid: str, params: dict[str, Any], resul
     m = owner.call("memory.get", id=mid)
     keep = "".join(html.hidden(k, v) for k, v in params.items() if k != "id" and v is not None)
     apply = html.form(
-        f"/memory/{mid}/challenge",
+        html.memory_href(mid, "challenge"),
         req.csrf,
         keep + html.hidden("confirm", "1"),
         f"Apply: {params['outcome']}",
@@ -149,7 +149,7 @@ def _preview(owner: Owner, req: Request, mid: str, params: dict[str, Any], resul
         "Nothing has changed yet.</p>"
         + html.pre(m["content"])
         + apply
-        + f"<p>{html.link(f'/memory/{mid}', 'Cancel')}</p>"
+        + f"<p>{html.link(html.memory_href(mid), 'Cancel')}</p>"
     )
     return Response(body=html.page(f"Preview: challenge {mid}", body, memories=True))
 
@@ -175,4 +175,4 @@ def back(req: Request) -> str:
 
 def archive(owner: Owner, req: Request, mid: str) -> Response:
     owner.call("memory.archive", id=mid, revision=req.integer("revision"))
-    return done(f"/memory/{mid}", "archived", mid)
+    return done(html.memory_href(mid), "archived", mid)

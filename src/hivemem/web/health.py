@@ -105,7 +105,6 @@ def health(owner: Owner, req: Request) -> Response:
             checked = exc
     report = doctor.run(checked=checked if isinstance(checked, dict) else None)
     checks = [_check_row(c) for c in report["checks"]]
-    counts = [(k.replace("_", " ").capitalize(), html.esc(v)) for k, v in status.items()]
     spaces = owner.call("space.list", limit=PAGE)
     space_rows = [
         [
@@ -120,13 +119,41 @@ def health(owner: Owner, req: Request) -> Response:
         + html.table(("status", "check", "finding", "fix"), checks)
         + f"<p>Pending embeddings: {html.esc(status.get('pending', 0))}. {_secrets_line(report['checks'])}</p>"
         + _store_check_section(checked, memories)
-        + "<h2>Store</h2>"
-        + html.dl(counts)
-        + "<h2>Spaces</h2>"
+        + _stores(status)
+        + ("<h2>Spaces of the personal store</h2>" if "team" in status else "<h2>Spaces</h2>")
         + html.table(("space", "memories", "updated"), space_rows, empty="No space yet.")
         + _charts(owner)
     )
     return Response(body=html.page("Store health", body, current="/health"))
+
+
+def _label(key: str) -> str:
+    return key.replace("_", " ").capitalize()
+
+
+def _stores(status: dict[str, Any]) -> str:
+    """The store's counts; with a team store mounted, the personal and the team store side by side (D398), or
+    that the team store did not answer in time."""
+    mine = {k: v for k, v in status.items() if k not in ("team", "unavailable")}
+    theirs = status.get("team")
+    if isinstance(theirs, dict):
+        keys = [*mine, *(k for k in theirs if k not in mine)]
+        rows = [[html.esc(_label(k)), _value(mine.get(k)), _value(theirs.get(k))] for k in keys]
+        return '<section id="stores"><h2>Stores</h2>' + html.table(("", "personal", "team"), rows) + "</section>"
+    counts = html.dl([(_label(k), html.esc(v)) for k, v in mine.items()])
+    if not status.get("unavailable"):
+        return "<h2>Store</h2>" + counts
+    missing = ('<p class="fail">The team store did not answer within team.timeout_ms: its counts are not shown; '
+               "<code>hivemem doctor</code> checks the connection.</p>")  # fmt: skip
+    return '<section id="stores"><h2>Stores</h2><h3>Personal</h3>' + counts + "<h3>Team</h3>" + missing + "</section>"
+
+
+def _value(value: object) -> str:
+    """One cell of the stores table: a list (the team's spaces) as tokens, anything else as text; a path or a
+    server's URL may break after a `/`, so both columns fit a narrow window."""
+    if isinstance(value, list):
+        return html.toks(value)
+    return html.esc(value).replace("/", "/<wbr>")
 
 
 def _check_row(c: dict[str, str]) -> list[str]:
@@ -185,7 +212,7 @@ def _finding_row(found: Finding) -> list[str]:
     memory = found.get("memory")
     return [
         html.tok(found["check"]),
-        html.id_link(f"/memory/{memory}", memory) if memory else "",
+        html.id_link(html.memory_href(memory), memory) if memory else "",
         html.esc(found.get("event", "")),
         html.esc(found["detail"]),
     ]

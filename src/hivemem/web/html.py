@@ -6,6 +6,7 @@ import datetime
 import difflib
 import html
 from collections.abc import Iterable
+from urllib.parse import quote
 
 from hivemem.manifest import TRUST_SENTENCE
 from hivemem.records import Author, Hit
@@ -104,11 +105,19 @@ def id_link(href: str, text: object) -> str:
     return f'<a class="tok" href="{esc(href)}">{esc(text)}</a>'
 
 
-def memory_cells(m: Hit) -> list[str]:
-    """A memory row's first cells, as every memory table shows them: id (a link), space, kind, title, text."""
+def memory_href(mid: str, action: str = "") -> str:
+    """The path of a memory's page (or of an `action` on it): a team store's id `t:m12` travels encoded,
+    `/memory/t%3Am12`, so no browser or proxy reads its colon as anything but part of the id."""
+    return f"/memory/{quote(mid, safe='')}" + (f"/{action}" if action else "")
+
+
+def memory_cells(m: Hit, *, store: bool = False) -> list[str]:
+    """A memory row's first cells, as every memory table shows them: id (a link), space, (with `store`: the store
+    it lives in, when a team store is mounted), kind, title, text."""
     return [
-        id_link(f"/memory/{m['id']}", m["id"]),
+        id_link(memory_href(m["id"]), m["id"]),
         tok(m["space"]),
+        *([tok(m.get("store", ""))] if store else []),
         tok(m["kind"]),
         esc(m.get("title", "")),
         esc(m.get("snippet", "")),
@@ -288,7 +297,7 @@ details{margin:.6em 0}summary{cursor:pointer;font-weight:600}
 details.call code{display:block;margin-top:.3em;white-space:pre-wrap}
 svg text{font-size:10px;fill:#333}svg .bars rect{fill:#3b6fb6}svg line{stroke:#999}
 .pager{margin:1em 0}.badge{font-size:85%;padding:0 .4em;border-radius:3px;background:#e4e8f0}
-@media (max-width:700px){main{padding:.6em .6em 2em}}
+@media (max-width:700px){main{padding:.6em .6em 2em}figure{margin:1em 0;overflow-x:auto}}
 """
 
 FAVICON = (

@@ -78,7 +78,7 @@ def page(owner: Owner, req: Request) -> Response:
     rows = [
         [
             html.esc(KIND_WORDS.get(f["kind"], (f["kind"],))[0].capitalize()),
-            " ".join(html.id_link(f"/memory/{m}", m) for m in f["memories"]),
+            " ".join(html.id_link(html.memory_href(m), m) for m in f["memories"]),
             html.tok(f["space"]),
             _reason(f["reason"]),
             _fix(req, f),
@@ -114,11 +114,11 @@ def _fix(req: Request, f: HygieneFinding) -> str:
     said = f"<p>{html.esc(say(verb, params))}</p>"
     fields = "".join(html.hidden(k, v) for k, v in params.items() if k != "id")
     if verb == "memory.challenge":
-        return said + html.form(f"/memory/{params['id']}/challenge", req.csrf, fields, "Preview")
+        return said + html.form(html.memory_href(str(params["id"]), "challenge"), req.csrf, fields, "Preview")
     if verb in FIXES:
         keep = html.hidden("verb", verb) + "".join(html.hidden(k, v) for k, v in params.items())
         return said + html.form("/hygiene/fix", req.csrf, keep, "Preview")
-    return html.link(f"/memory/{params['id']}", "Purge on its page")
+    return html.link(html.memory_href(str(params["id"])), "Purge on its page")
 
 
 def fix(owner: Owner, req: Request) -> Response:

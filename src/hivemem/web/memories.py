@@ -14,12 +14,14 @@ from hivemem.web import governance, html
 from hivemem.web.app import PAGE, Owner, Request, Response, done, notice
 
 COLUMNS = ("id", "space", "kind", "title", "text", "tags", "status", "updated")
+STORES = ("personal", "team")  # the store switch's choices, `all` being none (D399)
 
 
 def search(owner: Owner, req: Request) -> Response:
     """Search with a query, or list newest first without one; filters for spaces, kinds, tags, status, a time
     window (relative forms resolved here, in this machine's time zone: docs/decisions.md D291) and authors."""
     query, status, mode = req.arg("q").strip(), req.arg("status", "active"), req.arg("mode", "auto")
+    store = req.arg("store") if req.arg("store") in STORES else ""
     filters = {
         "spaces": req.spaces(),
         "kinds": req.words("kinds") or None,
@@ -28,10 +30,12 @@ def search(owner: Owner, req: Request) -> Response:
         "until": resolve(req.arg("until").strip()) or None,
         "by_created": req.arg("by_created") == "1" or None,
         "authors": req.words("authors") or None,
+        "store": store or None,
     }
     if query:
         found = owner.call("memory.search", query=query, mode=mode, limit=PAGE, after=req.arg("after") or None,
                            **filters)  # fmt: skip
+        result: dict[str, Any] = found
         rows = [m for m in found["results"] if m.get("status", "active") == status]
         fallback = f" (fell back from {found['fallback']})" if found.get("fallback") else ""
         shown = html.plural(len(rows), "result")
@@ -48,17 +52,23 @@ def search(owner: Owner, req: Request) -> Response:
             include_deleted=deleted or None,
             **filters,
         )
+        result = listed
         rows = listed["memories"]
         summary = f"<p>Mode: <strong>list</strong> (newest first){_window(listed.get('window'))}</p>"
         pager = _pager(req, listed.get("next"))
-    body = _filters(req) + summary + memory_table(rows) + pager
+    # a team store is mounted when the daemon marks each memory's store, or says the team store did not answer
+    mounted = bool(store) or "unavailable" in result or any("store" in m for m in rows)
+    body = _filters(req, mounted) + summary + _stores(result, store, mounted) + memory_table(rows) + pager
     return Response(body=html.page("Search", body, memories=True, current="/search", notice=notice(req)))
 
 
-def _filters(req: Request) -> str:
+def _filters(req: Request, mounted: bool) -> str:
+    """The filter form; with a team store mounted, a store switch after the spaces (all, personal, team)."""
+    switch = html.select("store", "Store", STORES, req.arg("store"), blank="all") if mounted else ""
     fields = (
         html.text_input("q", "Query", req.arg("q"), placeholder="words to look for")
         + html.text_input("spaces", "Spaces", req.arg("spaces"), placeholder="user, project/api")
+        + switch
         + html.select("kinds", "Kind", KINDS, req.arg("kinds"), blank="any")
         + html.text_input("tags", "Tags", req.arg("tags"), placeholder="all of these")
         + html.select("status", "Status", STATUSES, req.arg("status", "active"))
@@ -72,6 +82,15 @@ def _filters(req: Request) -> str:
         " deleted too (lists only)</label>"
     )
     return '<div class="filters">' + html.form("/search", "", fields, "Search", method="get") + "</div>"
+
+
+def _stores(result: dict[str, Any], store: str, mounted: bool) -> str:
+    """A team store that did not answer, said on the page (D399); with both stores answering, nothing: the pager's
+    `next` goes on in both stores (D401)."""
+    if mounted and result.get("unavailable"):
+        return ('<p class="fail" role="status">The team store did not answer in time: only the personal store\'s '
+                "memories are shown.</p>")  # fmt: skip
+    return ""
 
 
 def _window(used: dict[str, str] | None) -> str:
@@ -90,14 +109,17 @@ def _pager(req: Request, next_id: str | None, label: str = "Older →") -> str:
 
 
 def memory_table(rows: list[Hit]) -> str:
-    return html.table(COLUMNS, (_row(m) for m in rows), empty="No memory matches.")
+    """Memories as a table; with a team store mounted (its rows say their `store`), a store column after space."""
+    store = any("store" in m for m in rows)
+    columns = (*COLUMNS[:2], "store", *COLUMNS[2:]) if store else COLUMNS
+    return html.table(columns, (_row(m, store) for m in rows), empty="No memory matches.")
 
 
-def _row(m: Hit) -> list[str]:
+def _row(m: Hit, store: bool) -> list[str]:
     status = m.get("status", "active") + (" (deleted)" if m.get("deleted") else "")
     review = f' <span class="badge">{html.esc(m["review"])}</span>' if m.get("review") else ""
     return [
-        *html.memory_cells(m),
+        *html.memory_cells(m, store=store),
         html.toks(m.get("tags", [])),
         html.tok(status) + review,
         html.when(m.get("updated")),
@@ -133,6 +155,8 @@ def _facts(m: dict[str, Any]) -> str:
     """Space, kind, tags and status on one line above the text."""
     status = m["status"] + (" (deleted)" if m.get("deleted") else "")
     facts = [("space", html.tok(m["space"])), ("kind", html.tok(m["kind"])), ("status", html.tok(status))]
+    if str(m["id"]).startswith("t:"):  # a team store's memory (docs/team.md)
+        facts.insert(1, ("store", html.tok("team")))
     if m.get("review"):
         facts.append(("review", html.tok(m["review"])))
     if m.get("tags"):
@@ -184,7 +208,7 @@ def _relations(relations: list[Relation]) -> str:
     for r in relations:
         other = r.get("target") or r.get("source") or ""
         arrow = "this → other" if r.get("direction") == "out" else "other → this"
-        rows.append([html.tok(r["relation"]), html.esc(arrow), html.id_link(f"/memory/{other}", other)])
+        rows.append([html.tok(r["relation"]), html.esc(arrow), html.id_link(html.memory_href(other), other)])
     return html.table(("relation", "direction", "other memory"), rows, empty="No relation.")
 
 
@@ -202,7 +226,7 @@ def _versions(mid: str, versions: list[VersionEntry]) -> str:
     newest = versions[0]["revision"] if versions else 1
     oldest = versions[-1]["revision"] if versions else 1
     picker = html.form(
-        f"/memory/{mid}/diff",
+        html.memory_href(mid, "diff"),
         "",
         html.text_input("a", "From revision", oldest) + html.text_input("b", "To revision", newest),
         "Compare",
@@ -253,14 +277,14 @@ def actions(owner: Owner, req: Request, m: dict[str, Any]) -> str:
     """What a reviewer can do, by status; the edit form stays folded until asked for."""
     mid, rev = m["id"], m["revision"]
     if m.get("deleted"):
-        return _part("Deleted", html.form(f"/memory/{mid}/restore", req.csrf, "", "Restore"))
+        return _part("Deleted", html.form(html.memory_href(mid, "restore"), req.csrf, "", "Restore"))
     draft = m["status"] == "draft" and governance.available(owner)
     if draft:
         edit = edit_form(req, m, m["content"], rev, button="Confirm with these edits", action="confirm",
                          summary="Edit, then confirm")  # fmt: skip
     else:
         edit = edit_form(req, m, m["content"], rev)
-    delete = html.form(f"/memory/{mid}/delete", req.csrf, html.hidden("revision", rev), "Delete (restorable)")
+    delete = html.form(html.memory_href(mid, "delete"), req.csrf, html.hidden("revision", rev), "Delete (restorable)")
     return _part("Review", edit + governance.actions(owner, req, m) + delete)
 
 
@@ -274,13 +298,13 @@ def edit_form(req: Request, m: dict[str, Any], content: str, revision: int, *, b
         + html.text_input("tags", "Tags (comma-separated)", ", ".join(m.get("tags", [])))
         + html.textarea("content", "Content", content)
     )
-    form = html.form(f"/memory/{m['id']}/{action}", req.csrf, fields, button)
+    form = html.form(html.memory_href(m["id"], action), req.csrf, fields, button)
     return f'<details class="edit"{" open" if opened else ""}><summary>{html.esc(summary)}</summary>{form}</details>'
 
 
 def _purge_form(req: Request, mid: str) -> str:
     typed = html.text_input("confirm", f"Type {mid} to erase it for good, with every version", "")
-    return html.form(f"/memory/{mid}/purge", req.csrf, typed, "Purge", danger=True)
+    return html.form(html.memory_href(mid, "purge"), req.csrf, typed, "Purge", danger=True)
 
 
 def diff(owner: Owner, req: Request, mid: str) -> Response:
@@ -293,7 +317,7 @@ def diff(owner: Owner, req: Request, mid: str) -> Response:
         if old.get(name) != new.get(name)
     ]
     body = (
-        f"<p>{html.link(f'/memory/{mid}', f'Back to {mid}')}</p>"
+        f"<p>{html.link(html.memory_href(mid), f'Back to {mid}')}</p>"
         + html.dl(changed)
         + html.diff(old["content"], new["content"], f"revision {a}", f"revision {b}")
     )
@@ -315,7 +339,7 @@ def edit(owner: Owner, req: Request, mid: str) -> Response:
         if exc.code != "conflict.memory_revision":
             raise
         return _conflict(owner, req, mid, revision or 0, content or "")
-    return done(f"/memory/{mid}", "saved", mid)
+    return done(html.memory_href(mid), "saved", mid)
 
 
 def _tags(raw: str | None) -> list[str] | None:
@@ -336,7 +360,7 @@ def _conflict(owner: Owner, req: Request, mid: str, revision: int, mine: str) ->
         + edit_form(
             req, yours, mine, current["revision"], button="Save over the newer text", opened=True, summary="Your edit"
         )
-        + f"<p>{html.link(f'/memory/{mid}', 'Discard my edit and reload')}</p>"
+        + f"<p>{html.link(html.memory_href(mid), 'Discard my edit and reload')}</p>"
     )
     return Response(409, html.page(f"Memory {mid}: edit conflict", body, memories=True))
 
@@ -346,12 +370,12 @@ def delete(owner: Owner, req: Request, mid: str) -> Response:
     back = governance.back(req)
     if back:  # discarded from the drafts queue: back where the reviewer was
         return done(back, "discarded", mid)
-    return done(f"/memory/{mid}", "deleted", mid)
+    return done(html.memory_href(mid), "deleted", mid)
 
 
 def restore(owner: Owner, req: Request, mid: str) -> Response:
     owner.call("memory.restore", id=mid)
-    return done(f"/memory/{mid}", "restored", mid)
+    return done(html.memory_href(mid), "restored", mid)
 
 
 def purge(owner: Owner, req: Request, mid: str) -> Response:

@@ -9,7 +9,7 @@ import re
 import signal
 import threading
 from collections.abc import Callable
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from hivemem.client import DaemonClient
 from hivemem.errors import HivememError, InvalidParams
@@ -20,7 +20,8 @@ from hivemem.web.listen import MAX_CONNECTIONS, READ_TIMEOUT_S, BoundedServer, T
 
 MAX_BODY = 1 << 20  # a form larger than this is refused before it is read
 MAX_FIELDS = 64
-MID, SID = r"(m[0-9]{1,18})", r"(s[0-9]{1,18})"
+# A memory id, a team store's `t:m12` too: its colon encoded as links write it (html.memory_href), or as typed.
+MID, SID = r"((?:t%3[Aa]|t:)?m[0-9]{1,18})", r"(s[0-9]{1,18})"
 Page = Callable[..., Response]
 GET: list[tuple[re.Pattern[str], Page]] = [
     (re.compile(r"/search"), memories.search),
@@ -209,7 +210,7 @@ def _route(table: list[tuple[re.Pattern[str], Page]], path: str, owner: Owner, r
     for pattern, page in table:
         match = pattern.fullmatch(path)
         if match:
-            return page(owner, req, *match.groups())
+            return page(owner, req, *(unquote(g) for g in match.groups()))
     return error_page(404, "No such page.")
 
 
