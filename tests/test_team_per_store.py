@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 from conftest import fails
+from test_events import Lines
 from test_team_federation import Team, person, team, team_rows
 
 __all__ = ["team"]  # the fixture, used by name
@@ -145,3 +148,28 @@ def test_the_review_queue_pages_through_both_stores(team: Team) -> None:
                 break
             after = page["next"]
         assert sorted(seen) == sorted(made) and len(seen) == 4  # each due memory once, from both stores
+
+
+def test_events_follow_of_team_spaces_streams_the_team_stores_new_events(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana, person(team.url, team.tokens["ben"]) as ben:
+        first = ben.ok("memory", "add", "--space", "team/platform", "--content", "the team's first note")["id"]
+        env = dict(ana.env, HIVEMEM_TOKEN="@owner")
+        proc = subprocess.Popen([sys.executable, "-m", "hivemem", "events", "follow", "--after", "0", "--spaces",
+                                 "team/platform", "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=ana.base)  # fmt: skip
+        lines = Lines(proc)
+        try:
+            line = lines.next(30)
+            assert line is not None, "the follower printed nothing"
+            assert json.loads(line)["memory"] == first  # the team store's event, by its qualified id
+            ana.ok("memory", "add", "--space", "user", "--content", "a personal note the team stream never shows")
+            later = ben.ok("memory", "add", "--space", "team/platform", "--content", "added on another machine")["id"]
+            line = lines.next(30)  # no commit of this daemon wakes it: it polls the team store again
+            assert line is not None and json.loads(line)["memory"] == later, line
+            assert json.loads(line)["space"] == "team/platform" and proc.poll() is None
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe:
+                    pipe.close()

@@ -774,6 +774,7 @@ VERBS += (
         mcp=False,
         examples=(NOT_RUN + "it follows new events until interrupted\nhivemem events --follow --json",),
         stream="event",
+        mount="spaces",
     ),
     Verb(
         "config.reload",

@@ -128,11 +128,14 @@ class Stream(dict[str, object]):
     other stream (a future export) ends there. The daemon runs `poll` on a reader, never on the writer.
     """
 
-    __slots__ = ("live", "poll")
+    __slots__ = ("every", "live", "poll")
 
-    def __init__(self, ok: Mapping[str, object], poll: Callable[[Store], list[Event]], *, live: bool) -> None:
+    def __init__(self, ok: Mapping[str, object], poll: Callable[[Store], list[Event]], *, live: bool,
+                 every: float | None = None) -> None:  # fmt: skip
         super().__init__(ok)
-        self.poll, self.live = poll, live
+        # `every`: a live stream of a store whose commits this daemon is not told of (a mounted team store) also
+        # polls again after this many seconds without a commit (docs/team.md)
+        self.poll, self.live, self.every = poll, live, every
 
 
 def poll(store: Store, principal: Principal, stream: Stream) -> list[Event]:

@@ -310,9 +310,9 @@ class Server:
             from hivemem.daemon.team import federated
 
             found = await federated(self.team, self._personal, self._on_reader, who, verb, params, size, listener)
-            if found is not None:
-                return found
-        result = await self._personal(who, verb, params, size, listener)
+        else:
+            found = None
+        result = found if found is not None else await self._personal(who, verb, params, size, listener)
         traits = ops.verb_for(verb)  # known: it was dispatched
         if traits.stream:
             assert isinstance(result, ops.Stream), f"{traits.name} has the stream trait but returned no Stream"
@@ -417,7 +417,9 @@ class Server:
                     woken.cancel()
                     return
                 if not lines:
-                    await asyncio.wait({woken, closed, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait(
+                        {woken, closed, stopping}, timeout=feed.every, return_when=asyncio.FIRST_COMPLETED
+                    )
                 woken.cancel()  # after lines, poll again at once: more may wait beyond one poll's page
         finally:
             closed.cancel()

@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -61,6 +62,7 @@ ROUTED = ("memory.",)
 # A hook waits 1.5 s for its recall (docs/hooks.md): the team's part of a recall is given up sooner, so the hook
 # still shows the personal part and says the team store was unavailable.
 RECALL_MS = 1000
+FOLLOW_SECONDS = 1.0  # how often a stream of the team store looks for new events when it found none
 UNAVAILABLE_LINE = "hivemem recall: the team store was unavailable; only memories of the personal store are shown."
 T = TypeVar("T")
 STEM_LETTERS = 5  # the letters of a word a merge of ranked hits compares (D400)
@@ -444,11 +446,26 @@ class Team:
 
     async def apply(self, work: Callable[[Store, Principal], T], what: str, budget_ms: int) -> T:
         """`work(store, principal)` on a team thread with the team token's principal, given up after `budget_ms`."""
+        job, gate, holder = self._submit(work, budget_ms)
+        try:
+            waited = asyncio.shield(asyncio.wrap_future(job))
+            return await asyncio.wait_for(waited, max(0.0, gate.deadline - time.monotonic()))
+        except TimeoutError:
+            raise self._given_up(gate, holder, what, budget_ms) from None
+
+    def blocking(self, work: Callable[[Store, Principal], T], what: str, budget_ms: int) -> T:
+        """`apply` for a caller on a thread of its own (a stream's poll, on a reader of the personal store)."""
+        job, gate, holder = self._submit(work, budget_ms)
+        try:
+            return job.result(timeout=max(0.0, gate.deadline - time.monotonic()))
+        except FutureTimeout:
+            raise self._given_up(gate, holder, what, budget_ms) from None
+
+    def _submit(self, work: Callable[[Store, Principal], T], budget_ms: int) -> tuple[Future[T], Gate, list[Worker]]:
         if not self.free.acquire(blocking=False):
             raise Unavailable("team_store", "the team store is not answering: every team connection is still "
                               "waiting on it", outcome="not_written")  # fmt: skip
-        deadline = time.monotonic() + budget_ms / 1000
-        gate = Gate(deadline)
+        gate = Gate(time.monotonic() + budget_ms / 1000)
         holder: list[Worker] = []
         try:
             job: Future[T] = self.pool.submit(self._run, gate, holder, work)
@@ -456,15 +473,14 @@ class Team:
             self.free.release()
             raise Unavailable("team_store", "the daemon is stopping", outcome="not_written") from None
         job.add_done_callback(lambda _: self.free.release())
-        try:
-            waited = asyncio.shield(asyncio.wrap_future(job))
-            return await asyncio.wait_for(waited, max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
-            unknown = gate.abandon()
-            if holder:
-                self._interrupt(holder[0])
-            self.log.write(f"team store: {what} given up after {budget_ms} ms")
-            raise self._timed_out(unknown) from None
+        return job, gate, holder
+
+    def _given_up(self, gate: Gate, holder: list[Worker], what: str, budget_ms: int) -> Unavailable:
+        unknown = gate.abandon()
+        if holder:
+            self._interrupt(holder[0])
+        self.log.write(f"team store: {what} given up after {budget_ms} ms")
+        return self._timed_out(unknown)
 
     def _timed_out(self, unknown: bool) -> Unavailable:
         if unknown:
@@ -597,8 +613,29 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
             return None
         return personal(await mine(who, verb, route.personal, size, listener))
     if route.where == TEAM:
+        if BY_NAME[verb].stream:
+            return await _team_stream(team, who, verb, route.team)
         return await _team_only(team, who, verb, params, route.team)
     return await _merged(team, mine, who, verb, params, route, size, listener)
+
+
+async def _team_stream(team: Team, who: Principal, verb: str, params: object) -> ops.Stream:
+    """A stream of the team store (events.follow of team spaces, D410): started there as the team token, within the
+    connection's grants; each poll runs there too, from the reader that serves the stream, and since this daemon is
+    not told of the team store's commits, a poll finding nothing is tried again every FOLLOW_SECONDS. A poll the team
+    store does not answer in time ends the stream with unavailable.team_store."""
+
+    def start(store: Store, principal: Principal) -> dict[str, Any]:
+        return team._authorized(store, who, principal, verb, params)
+
+    stream = await team.apply(start, verb, team.timeout_ms)
+    assert isinstance(stream, ops.Stream), f"{verb} has the stream trait but returned no Stream"
+
+    def poll(_personal: Store) -> list[Any]:
+        found = team.blocking(lambda store, _principal: stream.poll(store), verb, team.timeout_ms)
+        return [_event(dict(e)) for e in found]
+
+    return ops.Stream(dict(stream), poll, live=stream.live, every=FOLLOW_SECONDS)
 
 
 async def _merged(team: Team, mine: Personal, who: Principal, verb: str, params: object, route: Plan, size: int,
