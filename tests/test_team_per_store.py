@@ -9,14 +9,15 @@ import json
 import os
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import psycopg
 
-from conftest import fails, isolated_home
+from conftest import fails, isolated_home, wait_for
 from hivemem import records, schemas
 from hivemem.daemon.team import finding, joined
-from test_team_federation import Team, connected, free_port, person, team, team_rows, timed, via
+from test_team_federation import Proxy, Team, connected, free_port, person, team, team_rows, timed, via
 
 __all__ = ["team"]  # the fixture, used by name
 
@@ -254,6 +255,29 @@ def test_hygiene_with_the_team_store_stopped_is_the_personal_report_saying_so(te
         jsonschema.validate(report, schemas.json_schema(records.HygieneReport))
         assert "unavailable: team" in ana.cli("hygiene").out
         print(f"hygiene with the team store stopped: {took * 1000:.0f} ms")
+
+
+def test_hygiene_with_the_team_store_dropping_packets_is_given_up_after_the_timeout(team: Team) -> None:
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    timeout_ms = 800
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=timeout_ms) as ana:
+            pair(ana, "team/infra", "the cache is redis seven", "The cache is Redis seven!")
+            mine = pair(ana, "user", "ana writes tests first", "Ana writes tests first.")
+            usual, result = timed(ana, "hygiene")
+            assert [f["store"] for f in result.json["findings"]] == ["personal", "team"], result
+            proxy.dropping = True  # the connection the daemon holds now leads nowhere
+            took, result = timed(ana, "hygiene")
+            report = result.json
+            assert result.code == 0 and report["unavailable"] == ["team"], report
+            assert [(f["store"], f["memories"]) for f in report["findings"]] == [("personal", list(mine))]
+            assert took < usual + timeout_ms / 1000 + 1.0, (took, usual)
+            proxy.dropping = False  # the server is back: the next report holds the team's findings again
+            assert wait_for(lambda: "unavailable" not in ana.ok("hygiene")), "the team store came back"
+            print(f"hygiene, team store dropping packets: usual {usual * 1000:.0f} ms, {took * 1000:.0f} ms")
+    finally:
+        proxy.close()
 
 
 def test_hygiene_without_a_team_store_is_unchanged() -> None:
