@@ -194,6 +194,94 @@ def test_the_health_page_shows_both_stores(browser: Browser, ana: tuple[Home, UI
         page.context.close()
 
 
+def cells(page: Page, column: str) -> list[tuple[str, str]]:
+    """(the first cell, the `column` cell) of each row of the page's table."""
+    headers = page.locator("main table thead th").all_inner_texts()
+    at = headers.index(column)
+    rows = page.locator("main table tbody tr")
+    return [(r.locator("td").nth(0).inner_text(), r.locator("td").nth(at).inner_text()) for r in rows.all()]
+
+
+def encoded(mid: str) -> str:
+    return "/memory/" + mid.replace(":", "%3A")
+
+
+def test_the_hygiene_page_says_each_findings_store_and_fixes_a_team_duplicate(
+    browser: Browser, ana: tuple[Home, UI, list[str], list[str]]
+) -> None:
+    h, ui, mine, theirs = ana
+    copy = h.ok("memory", "add", "--space", "team/platform", "--content", "Deploys go blue-green via Argo!")["id"]
+    own = h.ok("memory", "add", "--space", "user", "--content", "Ana prefers small pull requests!")["id"]
+    page = tab(browser, ui, WIDTHS[0])
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto(ui.origin + "/hygiene")
+            headers = page.locator("main table thead th").all_inner_texts()
+            assert headers == ["finding", "memories", "space", "store", "why", "fix"], headers
+            found = [(r.locator("td").nth(1).inner_text(), r.locator("td").nth(3).inner_text())
+                     for r in page.locator("main table tbody tr").all()]  # fmt: skip
+            assert found == [(f"{mine[0]} {own}", "personal"), (f"{theirs[0]} {copy}", "team")], found
+            assert "2 duplicates in 6 memories" in page.inner_text("main")
+            row = page.locator("main table tbody tr", has_text=theirs[0])
+            assert f"Mark {theirs[0]} as superseded by {copy}" in row.inner_text()
+            link = row.get_by_role("link", name=theirs[0], exact=True)
+            assert link.get_attribute("href") == encoded(theirs[0])
+            shoot(page, "hygiene", width, h)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.locator("main table tbody tr", has_text=theirs[0]).get_by_role("button", name="Preview").click()
+        assert "Nothing has changed yet" in page.inner_text("main")
+        assert h.ok("memory", "get", "--id", theirs[0])["status"] == "active", "a preview writes nothing"
+        page.get_by_role("button", name="Apply: superseded").click()
+        assert page.url.split("?")[0].endswith(encoded(theirs[0]))
+        assert h.ok("memory", "get", "--id", theirs[0])["status"] == "archived"
+        assert h.ok("memory", "get", "--id", mine[0])["status"] == "active"
+        page.goto(ui.origin + "/hygiene")
+        assert cells(page, "store") == [("Duplicate", "personal")]
+    finally:
+        page.context.close()
+
+
+def test_the_review_queue_and_drafts_say_each_memorys_store_and_act_on_team_ones(
+    browser: Browser, ana: tuple[Home, UI, list[str], list[str]]
+) -> None:
+    h, ui, _, _ = ana
+    due = ("--review-after", "2020-01-01T00:00:00Z")
+    mine = h.ok("memory", "add", "--space", "user", "--content", "ana's laptop runs the nightly", *due)["id"]
+    ours = h.ok("memory", "add", "--space", "team/platform", "--content", "the staging db is pg 15", *due)["id"]
+    draft = h.ok("memory", "capture", "--space", "user", "--content", "ana uses fish as her shell")["id"]
+    shared = h.ok("memory", "capture", "--space", "team/platform", "--content", "releases are cut on tuesdays")["id"]
+    assert ours.startswith("t:m") and shared.startswith("t:m")
+    page = tab(browser, ui, WIDTHS[0])
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto(ui.origin + "/review")
+            assert page.locator("main table thead th").all_inner_texts()[:3] == ["id", "space", "store"]
+            assert cells(page, "store") == [(mine, "personal"), (ours, "team")]
+            link = page.get_by_role("link", name=ours, exact=True)
+            assert link.get_attribute("href") == encoded(ours)
+            shoot(page, "review", width, h)
+            page.goto(ui.origin + "/drafts")
+            assert page.locator("main table thead th").all_inner_texts()[:3] == ["id", "space", "store"]
+            assert sorted(cells(page, "store")) == sorted([(draft, "personal"), (shared, "team")])
+            assert page.get_by_role("link", name=shared, exact=True).get_attribute("href") == encoded(shared)
+            shoot(page, "drafts", width, h)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.locator("main table tbody tr", has_text=shared).get_by_role("button", name="Confirm").click()
+        assert h.ok("memory", "get", "--id", shared)["status"] == "active"
+        assert cells(page, "store") == [(draft, "personal")]
+        page.goto(ui.origin + "/review")
+        page.locator("main table tbody tr", has_text=ours).get_by_role("button", name="Challenge").click()
+        assert h.ok("memory", "get", "--id", ours)["confidence_state"] == "user_confirmed"  # still_valid, first
+        page.goto(ui.origin + "/review")
+        assert cells(page, "store") == [(mine, "personal")]
+        page.get_by_role("link", name=mine, exact=True).click()
+        assert page.locator("h1").inner_text() == f"Memory {mine}"
+    finally:
+        page.context.close()
+
+
 def test_with_the_team_store_stopped_the_ui_says_so_and_shows_the_personal_store(team: Team, browser: Browser) -> None:
     with person(via(team.url, free_port()), team.tokens["ana"], timeout_ms=1000) as h:
         own = h.ok("memory", "add", "--space", "user", "--content", "ana prefers small pull requests")["id"]
@@ -206,6 +294,11 @@ def test_with_the_team_store_stopped_the_ui_says_so_and_shows_the_personal_store
             page.goto(ui.origin + "/health")
             assert "The team store did not answer within team.timeout_ms" in page.inner_text("#stores")
             assert re.search(r"Memories\s+1", page.inner_text("#stores"))
+            h.ok("memory", "add", "--space", "user", "--content", "Ana prefers small pull requests!")
+            page.goto(ui.origin + "/hygiene")
+            said = "The team store did not answer in time: only the personal store's findings are shown."
+            assert said in page.inner_text("main")
+            assert cells(page, "store") == [("Duplicate", "personal")]
         finally:
             page.context.close()
             code, err = stop_ui(ui)
@@ -214,12 +307,21 @@ def test_with_the_team_store_stopped_the_ui_says_so_and_shows_the_personal_store
 
 def test_without_a_team_store_the_ui_has_no_switch_and_no_store_column(home: Home, browser: Browser) -> None:
     home.ok("memory", "add", "--space", "user", "--content", "plain personal memory")
+    home.ok("memory", "add", "--space", "user", "--content", "Plain personal memory!")
+    home.ok("memory", "add", "--space", "user", "--content", "due one", "--review-after", "2020-01-01T00:00:00Z")
+    home.ok("memory", "capture", "--space", "user", "--content", "a draft to confirm")
     ui = start_ui(home)
     page = tab(browser, ui, 1280)
     try:
         page.goto(ui.origin + "/search")
         assert page.locator("select[name=store]").count() == 0
         assert page.locator("main table thead th").all_inner_texts()[:3] == ["id", "space", "kind"]
+        page.goto(ui.origin + "/hygiene")
+        assert page.locator("main table thead th").all_inner_texts() == ["finding", "memories", "space", "why", "fix"]
+        for path in ("/review", "/drafts"):
+            page.goto(ui.origin + path)
+            assert page.locator("main table thead th").all_inner_texts()[:3] == ["id", "space", "kind"], path
+        assert "did not answer" not in page.inner_text("main")
         page.goto(ui.origin + "/health")
         assert page.locator("#stores").count() == 0 and page.locator("h2", has_text="Store").count() >= 1
     finally:

@@ -403,6 +403,7 @@ class HygieneFinding(Shape):
     fix: str
     action: HygieneAction
     similarity: NotRequired[float]
+    store: NotRequired[str]  # `personal` or `team`, only with a team store mounted (docs/team.md)
 
 
 class HygieneReport(Shape):
@@ -414,6 +415,7 @@ class HygieneReport(Shape):
     embeddings: str
     usage_recorded: bool
     truncated: bool
+    unavailable: NotRequired[list[str]]  # stores that did not answer in time: ["team"] (docs/team.md)
 
 
 class Repair(Shape):

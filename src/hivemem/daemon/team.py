@@ -45,6 +45,7 @@ from hivemem.daemon.lifecycle import Log
 from hivemem.errors import Denied, HivememError, InvalidParams, Unavailable
 from hivemem.manifest import BY_NAME
 from hivemem.render import Bounds, render
+from hivemem.search.hygiene import fix_text
 from hivemem.search.recall import select
 from hivemem.search.terms import WORD, stopwords
 from hivemem.spaces import in_team
@@ -169,7 +170,7 @@ def _by_spaces(verb: str, params: dict[str, Any], patterns: list[str], first_pag
     spaces = params.get("spaces")
     if spaces is not None and not (isinstance(spaces, list) and all(isinstance(s, str) for s in spaces)):
         return Plan(PERSONAL, params)
-    merged = _mount(verb) == "merged" and first_page
+    merged = _mount(verb) in ("merged", "each") and first_page
     if spaces is None:
         return Plan(BOTH, params, params) if merged else Plan(PERSONAL, params)
     team = [s for s in spaces if matches(s, patterns)]
@@ -248,8 +249,37 @@ def qualify(result: dict[str, Any], verb: str) -> dict[str, Any]:
             out[key] = [{**qualify(item, ""), "store": TEAM} for item in out[key]]
     if isinstance(out.get("next"), str):
         out["next"] = PREFIX + out["next"]
-    if isinstance(out.get("events"), list):  # an event names its memory by the team store's own id
+    return _named(out, verb)
+
+
+def _named(out: dict[str, Any], verb: str) -> dict[str, Any]:
+    """The rows of a team result that name memories by the team store's own ids: events and hygiene findings."""
+    if isinstance(out.get("events"), list):
         out["events"] = [_event(e) for e in out["events"]]
+    if _mount(verb) == "each" and isinstance(out.get("findings"), list):
+        out["findings"] = [finding(f) for f in out["findings"]]
+    return out
+
+
+def finding(found: dict[str, Any]) -> dict[str, Any]:
+    """A team store's hygiene finding (D406): its memory ids `t:m<N>` wherever they appear (its memories, its
+    action's params, its reason and the command of its fix), marked `store: team`. Sent back through the daemon,
+    its action then runs on the team store."""
+    action = found.get("action") or {}
+    params = dict(action.get("params") or {})
+    ids = {str(m) for m in found.get("memories", []) if MEMORY_ID.match(str(m))}
+    ids |= {str(params[k]) for k in ID_PARAMS if isinstance(params.get(k), str) and MEMORY_ID.match(params[k])}
+    named = re.compile(r"(?<![\w:])(" + "|".join(sorted(ids, key=len, reverse=True)) + r")\b") if ids else None
+
+    def text(value: Any) -> Any:
+        return named.sub(PREFIX + r"\1", value) if named is not None and isinstance(value, str) else value
+
+    params = {k: (PREFIX + v if k in ID_PARAMS and v in ids else text(v)) for k, v in params.items()}
+    out = {**found, "memories": [PREFIX + str(m) for m in found.get("memories", [])], "store": TEAM}
+    out["reason"] = text(found.get("reason"))
+    if action:
+        out["action"] = {**action, "params": params}
+        out["fix"] = fix_text(str(action.get("verb")), params)
     return out
 
 
@@ -266,10 +296,24 @@ def personal(result: dict[str, Any]) -> dict[str, Any]:
     """A personal store's read with its listed memories (or spaces) marked `store: personal` (only with a team store
     mounted)."""
     out = dict(result)
-    for key in ("results", "memories", "spaces"):
+    for key in ("results", "memories", "spaces", "findings"):
         if isinstance(out.get(key), list):
             out[key] = [{**item, "store": PERSONAL} for item in out[key]]
     return out
+
+
+def joined(mine: dict[str, Any], theirs: dict[str, Any] | None, limit: int) -> dict[str, Any]:
+    """Two hygiene reports as one (D406): the personal store's findings, then the team's, at most `limit`; counts
+    and memories summed; truncated when either was or the cut dropped some. The rest is the personal report's."""
+    if theirs is None:
+        return dict(mine)
+    found = [*mine["findings"], *theirs["findings"]]
+    counts = dict(mine["counts"])
+    for kind, n in theirs["counts"].items():
+        counts[kind] = counts.get(kind, 0) + n
+    return {**mine, "findings": found[:limit], "counts": counts, "memories": mine["memories"] + theirs["memories"],
+            "usage_recorded": bool(mine["usage_recorded"] and theirs["usage_recorded"]),
+            "truncated": bool(mine["truncated"] or theirs["truncated"] or len(found) > limit)}  # fmt: skip
 
 
 def scope(item: dict[str, Any]) -> int:
@@ -550,6 +594,25 @@ class Team:
             result = {**result, key: rows}
         return result
 
+    def everywhere(self, store: Store, who: Principal, principal: Principal, verb: str,
+                   params: Any) -> dict[str, Any] | None:  # fmt: skip
+        """`verb` on every team store space that lives there (team.spaces) and this connection may read, named
+        (D406); None when there is none."""
+        names: list[str] = []
+        after: str | None = None
+        while True:
+            asked = {"limit": 1000, **({"after": after} if after else {})}
+            page = ops.run(store, principal, ops.check("space.list", asked, store.limits.max_content_bytes))
+            for space in (str(r["space"]) for r in page["spaces"]):
+                if matches(space, self.patterns) and (who.is_owner or who.can("read", space)):
+                    names.append(space)
+            after = page.get("next")
+            if not after:
+                break
+        if not names:
+            return None
+        return self._authorized(store, who, principal, verb, {**(params or {}), "spaces": names})
+
     def _store(self, worker: Worker) -> Store:
         if worker.store is None:
             path = os.path.join(self.data_dir, "store")  # its directory holds this machine's exports of the team store
@@ -609,13 +672,15 @@ async def federated(team: Team, mine: Personal, reader: Reader, who: Principal, 
     if route.where == ACROSS:
         return await team.mover.move(mine, reader, who, route.personal)
     if route.where == PERSONAL:
-        if _mount(verb) != "merged":
+        if _mount(verb) not in ("merged", "each"):
             return None
         return personal(await mine(who, verb, route.personal, size, listener))
     if route.where == TEAM:
         if BY_NAME[verb].stream:
             return await _team_stream(team, who, verb, route.team)
         return await _team_only(team, who, verb, params, route.team)
+    if _mount(verb) == "each":
+        return await _each(team, mine, who, verb, params, route, size, listener)
     return await _merged(team, mine, who, verb, params, route, size, listener)
 
 
@@ -636,6 +701,31 @@ async def _team_stream(team: Team, who: Principal, verb: str, params: object) ->
         return [_event(dict(e)) for e in found]
 
     return ops.Stream(dict(stream), poll, live=stream.live, every=FOLLOW_SECONDS)
+
+
+async def _each(team: Team, mine: Personal, who: Principal, verb: str, params: object, route: Plan, size: int,
+                listener: Any) -> dict[str, Any]:  # fmt: skip
+    """A verb each store runs on its own memories at once (memory.hygiene, D406), joined as one report. With no
+    spaces named, the team part covers the team store's spaces that live there (team.spaces) and this connection
+    may read; the personal report alone, with `unavailable: ["team"]`, when the team store does not answer."""
+    own = asyncio.ensure_future(mine(who, verb, route.personal, size, listener))
+    theirs: dict[str, Any] | None = None
+    missing = False
+    try:
+        if isinstance(route.team, dict) and route.team.get("spaces") is not None:
+            theirs = await team.call(who, verb, route.team)
+        else:
+            found = await team.apply(lambda store, principal: team.everywhere(store, who, principal, verb, route.team),
+                                     verb, team.timeout_ms)  # fmt: skip
+            theirs = qualify(found, verb) if found is not None else None
+    except HivememError as exc:  # the personal part still answers whole (docs/team.md)
+        missing = True
+        if exc.code != "unavailable.team_store":
+            team.log.write(f"team store: {verb}: {exc.code}")
+    result = joined(personal(await own), theirs, _limit(verb, params))
+    if missing:
+        result["unavailable"] = [TEAM]
+    return result
 
 
 async def _merged(team: Team, mine: Personal, who: Principal, verb: str, params: object, route: Plan, size: int,

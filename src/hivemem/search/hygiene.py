@@ -167,6 +167,11 @@ def _cli(verb: str, params: Mapping[str, object]) -> str:
     return " ".join(parts)
 
 
+def fix_text(verb: str, params: Mapping[str, object]) -> str:
+    """A finding's `fix`: the CLI command that makes its verb call (a purge needs the owner key)."""
+    return ("HIVEMEM_TOKEN=@owner " if verb == "memory.purge" else "") + _cli(verb, params)
+
+
 def _finding(kind: str, rows: Sequence[Row], reason: str, verb: str, params: Mapping[str, object],
              similarity: float | None = None) -> HygieneFinding:  # fmt: skip
     out: HygieneFinding = {
@@ -174,7 +179,7 @@ def _finding(kind: str, rows: Sequence[Row], reason: str, verb: str, params: Map
         "memories": [f"m{r.id}" for r in rows],
         "space": rows[0].space,
         "reason": reason,
-        "fix": ("HIVEMEM_TOKEN=@owner " if verb == "memory.purge" else "") + _cli(verb, params),
+        "fix": fix_text(verb, params),
         "action": {"verb": verb, "params": dict(params)},
     }
     if similarity is not None:

@@ -17,7 +17,9 @@ from hivemem.web.app import PAGE, Owner, Request, Response, done, notice
 OUTCOMES = ("still_valid", "needs_review", "stale", "wrong", "superseded")
 DESTRUCTIVE = ("stale", "wrong", "superseded")
 ROWS = ("id", "space", "kind", "title", "text", "why", "updated", "")
-BACK = re.compile(r"/drafts(\?after=m[0-9]{1,18})?")  # the only places a confirm or discard returns to
+STORE_ROWS = (*ROWS[:2], "store", *ROWS[2:])  # with a team store mounted (docs/team.md)
+# the only places a confirm or discard returns to: the queue's pages, a merged read's `next` included (D401)
+BACK = re.compile(r"/drafts(\?after=(m[0-9]{1,18}|t%3Am[0-9]{1,18}|b1\.[A-Za-z0-9_-]{1,512}))?")
 
 
 def available(owner: Owner) -> bool:
@@ -61,11 +63,13 @@ def review(owner: Owner, req: Request) -> Response:
     if not available(owner):
         return _absent()
     page = owner.call("memory.review", spaces=req.spaces(), after=req.arg("after") or None, limit=PAGE)
-    rows = [_row(m, _challenge_inline(req, m)) for m in page["memories"]]
+    store = html.mounted(page, page["memories"])
+    rows = [_row(m, _challenge_inline(req, m), store) for m in page["memories"]]
     body = (
         "<p>Due (review date passed or marked needs_review) and expired memories. "
         "Stale, wrong and superseded outcomes show a preview before anything changes.</p>"
-        + html.table(ROWS, rows, empty="Nothing is due for review.")
+        + html.team_missing(page, "memories")
+        + html.table(STORE_ROWS if store else ROWS, rows, empty="Nothing is due for review.")
         + _pager("/review", req, page.get("next"))
     )
     return Response(body=html.page("Review queue", body, memories=True, current="/review", notice=notice(req)))
@@ -77,23 +81,25 @@ def drafts(owner: Owner, req: Request) -> Response:
         return _absent()
     page = owner.call("memory.list", status="draft", spaces=req.spaces(), after=req.arg("after") or None, limit=PAGE)
     rows = []
+    store = html.mounted(page, page["memories"])
     here = html.hidden("back", "/drafts" + (f"?{urlencode({'after': req.arg('after')})}" if req.arg("after") else ""))
     for m in page["memories"]:
         keep = html.hidden("revision", m["revision"]) + here
         confirm = html.form(html.memory_href(m["id"], "confirm"), req.csrf, keep, "Confirm")
         discard = html.form(html.memory_href(m["id"], "delete"), req.csrf, keep, "Discard")
-        rows.append(_row(m, confirm + discard + html.link(html.memory_href(m["id"]), "Edit first")))
+        rows.append(_row(m, confirm + discard + html.link(html.memory_href(m["id"]), "Edit first"), store))
     body = (
         "<p>Drafts are what agents inferred; they are never searched or recalled until a person confirms them.</p>"
-        + html.table(ROWS, rows, empty="No draft is waiting.")
+        + html.team_missing(page, "drafts")
+        + html.table(STORE_ROWS if store else ROWS, rows, empty="No draft is waiting.")
         + _pager("/drafts", req, page.get("next"))
     )
     return Response(body=html.page("Drafts", body, memories=True, current="/drafts", notice=notice(req)))
 
 
-def _row(m: Hit, controls: str) -> list[str]:
+def _row(m: Hit, controls: str, store: bool) -> list[str]:
     return [
-        *html.memory_cells(m),
+        *html.memory_cells(m, store=store),
         html.tok(m.get("review", m["status"])),
         html.when(m.get("updated")),
         controls,

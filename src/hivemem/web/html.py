@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime
 import difflib
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import quote
 
 from hivemem.manifest import TRUST_SENTENCE
@@ -122,6 +123,20 @@ def memory_cells(m: Hit, *, store: bool = False) -> list[str]:
         esc(m.get("title", "")),
         esc(m.get("snippet", "")),
     ]
+
+
+def mounted(result: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a team store is mounted, as a read's result shows it: its rows say their `store`, or it says the
+    team store did not answer (docs/team.md)."""
+    return "unavailable" in result or any("store" in r for r in rows)
+
+
+def team_missing(result: Mapping[str, Any], what: str) -> str:
+    """The line that says the team store did not answer in time and only the personal store's `what` are shown."""
+    if not result.get("unavailable"):
+        return ""
+    return (f'<p class="fail" role="status">The team store did not answer in time: only the personal store\'s '
+            f"{esc(what)} are shown.</p>")  # fmt: skip
 
 
 def who(item: Author | None) -> str:

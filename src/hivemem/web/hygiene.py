@@ -19,6 +19,8 @@ from hivemem.web.app import Owner, Request, Response, done, notice
 FIXES = ("memory.relate", "memory.unrelate", "memory.archive")  # the verbs /hygiene/fix may call
 FIELDS = ("id", "revision", "source", "target", "relation", "reason")
 LIMIT = 200
+COLUMNS = ("finding", "memories", "space", "why", "fix")
+COLUMNS_STORE = (*COLUMNS[:3], "store", *COLUMNS[3:])  # with a team store mounted (docs/team.md)
 
 
 def available(owner: Owner) -> bool:
@@ -75,11 +77,13 @@ def page(owner: Owner, req: Request) -> Response:
     if not available(owner):
         return Response(404, html.page("Not available", '<p class="empty">This hivemem has no hygiene report.</p>'))
     report = owner.call("memory.hygiene", spaces=req.spaces(), limit=LIMIT)
+    store = html.mounted(report, report["findings"])  # each finding says its store with a team store mounted
     rows = [
         [
             html.esc(KIND_WORDS.get(f["kind"], (f["kind"],))[0].capitalize()),
             " ".join(html.id_link(html.memory_href(m), m) for m in f["memories"]),
             html.tok(f["space"]),
+            *([html.tok(f.get("store", ""))] if store else []),
             _reason(f["reason"]),
             _fix(req, f),
         ]
@@ -91,7 +95,8 @@ def page(owner: Owner, req: Request) -> Response:
         f"<p>{html.esc(counted(report['counts']))} in {html.esc(memories)}.{html.esc(more)} Every fix shows a "
         "preview first; nothing changes until you apply it. A possible contradiction is only a candidate: read "
         "both first.</p>"
-        + html.table(("finding", "memories", "space", "why", "fix"), rows, empty="No findings: nothing to tidy.")
+        + html.team_missing(report, "findings")
+        + html.table(COLUMNS_STORE if store else COLUMNS, rows, empty="No findings: nothing to tidy.")
     )
     return Response(body=html.page("Hygiene", body, memories=True, current="/hygiene", notice=notice(req)))
 
