@@ -1042,3 +1042,40 @@ def test_one_store_of_a_merged_read_pages_within_that_store(team: Team) -> None:
         assert {h["store"] for h in found["results"]} == {"team"} and len(found["results"]) == 3
         fails(ana, "memory", "list", "--store", "team", "--spaces", "user", code="invalid_params.stores", exit_code=2)
         fails(ana, "memory", "list", "--store", "team", "--after", mine[0], code="invalid_params.stores", exit_code=2)
+
+
+def test_in_the_daemon_a_dropped_team_store_costs_a_read_at_most_team_timeout_ms(team: Team) -> None:
+    """Item 4's bound measured where the daemon spends it: over one in-process connection, so no process start-up is
+    in the figures. A read, a recall and a personal write with the team link dropping packets each answer within
+    their usual time plus team.timeout_ms, with 100 ms for the hand-offs of a loaded machine."""
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    timeout_ms = 800
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("memory.search", {"query": "caching redis"}),
+        ("memory.list", {"limit": 5}),
+        ("memory.recall", {"spaces": ["user", "team/infra"], "query": "caching"}),
+        ("memory.add", {"space": "user", "content": "written while the team link drops"}),
+    ]
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=timeout_ms) as ana, connected(ana) as c:
+            c.call("memory.add", space="user", content="ana has a private note about caching")
+            c.call("memory.add", space="team/infra", content="the cache is redis seven")
+
+            def clock(verb: str, params: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+                started = time.monotonic()
+                result = c.call(verb, **params)
+                return time.monotonic() - started, result
+
+            usual = {verb: max(clock(verb, params)[0] for _ in range(3)) for verb, params in calls[:3]}
+            usual["memory.add"] = max(clock("memory.add", {"space": "user", "content": f"usual {n}"})[0]
+                                      for n in range(3))  # fmt: skip
+            proxy.dropping = True
+            for verb, params in calls:
+                took, result = clock(verb, params)
+                if verb != "memory.add":
+                    assert result["unavailable"] == ["team"], (verb, result)
+                assert took <= usual[verb] + timeout_ms / 1000 + 0.1, (verb, took, usual[verb])
+                print(f"{verb}: usual {usual[verb] * 1000:.0f} ms, team link dropping {took * 1000:.0f} ms")
+    finally:
+        proxy.close()
