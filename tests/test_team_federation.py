@@ -28,10 +28,11 @@ from conftest import Home, fails, isolated_home, mcp_session, pg_database, wait_
 from crashmove import CRASHED
 from faults import ready
 from hivemem import config, credentials, moves, records, schemas
+from hivemem.auth import Principal, owner
 from hivemem.client import DaemonClient
 from hivemem.cursors import Part, decode_pair, encode_pair
 from hivemem.daemon.crossmove import digest
-from hivemem.daemon.team import matches, merge, plan, qualify
+from hivemem.daemon.team import matches, merge, narrowed, plan, qualify
 from hivemem.errors import HivememError
 
 pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
@@ -1042,3 +1043,134 @@ def test_one_store_of_a_merged_read_pages_within_that_store(team: Team) -> None:
         assert {h["store"] for h in found["results"]} == {"team"} and len(found["results"]) == 3
         fails(ana, "memory", "list", "--store", "team", "--spaces", "user", code="invalid_params.stores", exit_code=2)
         fails(ana, "memory", "list", "--store", "team", "--after", mine[0], code="invalid_params.stores", exit_code=2)
+
+
+# A hostile review of the team mount: a narrow client of the personal daemon stays within its grants (D408)
+
+
+def test_a_narrow_client_reaches_no_team_memory_beyond_its_grants_by_id(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        hidden = ana.ok("memory", "add", "--space", "team/hidden", "--content", "the payroll export runs at midnight")
+        mine = ana.ok("memory", "add", "--space", "team/a", "--content", "the team a wiki lives in confluence")
+        other = ana.ok("memory", "add", "--space", "team/a", "--content", "team a pages go through opsgenie")
+        grants = '[{"right":"read","scope":"space:team/a"},{"right":"write","scope":"space:team/a"}]'
+        agent = ana.ok("client", "add", "--name", "agent", "--grants", grants)["token"]
+        reader = ana.ok("client", "add", "--name", "reader", "--grants", '[{"right":"read","scope":"space:team/a"}]')
+        # a memory it cannot read answers as absent, its space unnamed (as in the personal store)
+        got = fails(ana, "memory", "get", "--id", hidden["id"], code="not_found.memory", exit_code=3, token=agent)
+        assert "team/hidden" not in json.dumps(got)
+        # a move within the team store needs write on the source's space, not only the target's
+        fails(ana, "memory", "move", "--id", hidden["id"], "--revision", "1", "--space", "team/a",
+              code="not_found.memory", exit_code=3, token=agent)  # fmt: skip
+        # a relation reads its target and writes its source
+        fails(ana, "memory", "relate", "--source", mine["id"], "--target", hidden["id"], "--relation", "related",
+              code="not_found.memory", exit_code=3, token=agent)  # fmt: skip
+        fails(ana, "memory", "relate", "--source", mine["id"], "--target", other["id"], "--relation", "related",
+              code="denied.write", exit_code=4, token=reader["token"])  # fmt: skip
+        challenge = ("memory", "challenge", "--id", mine["id"], "--revision", "1", "--outcome", "superseded")
+        fails(ana, *challenge, "--replacement", hidden["id"], "--confirm", code="not_found.memory", exit_code=3,
+              token=agent)  # fmt: skip
+        assert ana.ok("memory", "get", "--id", hidden["id"])["space"] == "team/hidden"
+        assert ana.ok("memory", "get", "--id", mine["id"])["relations"] == []
+        assert ana.ok("memory", "get", "--id", mine["id"])["status"] == "active"
+        # within its grants it still works
+        assert ana.ok("memory", "relate", "--source", mine["id"], "--target", other["id"], "--relation", "related",
+                      token=agent)["source"] == mine["id"]  # fmt: skip
+
+
+def b64(body: object) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(json.dumps(body).encode()).decode().rstrip("=")
+
+
+def test_crafted_cursors_of_a_merged_read_fail_as_cursors_and_show_nothing_hidden(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        for i in range(3):
+            ana.ok("memory", "add", "--space", "user", "--content", f"cursor note {i} about rollouts")
+            ana.ok("memory", "add", "--space", "team/a", "--content", f"cursor team note {i} about rollouts")
+            ana.ok("memory", "add", "--space", "team/hidden", "--content", f"hidden note {i} about rollouts")
+        grants = '[{"right":"read","scope":"space:team/a"},{"right":"read","scope":"space:user"}]'
+        agent = ana.ok("client", "add", "--name", "agent", "--grants", grants)["token"]
+        with ana.environment():  # the in-process clients find this home's socket
+            owner = ana.client()
+            narrow = ana.client(agent)
+            try:
+                listed = owner.call("memory.list", limit=2)
+                searched = owner.call("memory.search", query="rollouts", limit=2)
+                other = owner.call("memory.search", query="cursor", limit=2)
+                crafted = [
+                    "garbage", "b1.", "b1.%%%", "b1." + "A" * 600, "t:" + "x" * 300, "b1." + b64([]),
+                    "b1." + b64({"p": [1, 2]}), "b1." + b64({"p": ["m1", -1], "t": None}),
+                    "b1." + b64({"p": None, "t": ["garbage", 0]}), "b1." + b64({"p": None, "t": ["m1", 10**9]}),
+                    "b1." + b64({"p": None, "t": [{"a": 1}, 0]}), "b1." + b64({"p": ["c1.x", 0], "t": ["c1.x", 0]}),
+                ]  # fmt: skip
+                for verb, params, foreign in (
+                    ("memory.search", {"query": "rollouts", "limit": 2}, [listed["next"], other["next"]]),
+                    ("memory.list", {"limit": 2}, [searched["next"]]),
+                ):
+                    for cursor in [*crafted, *foreign]:
+                        for conn in (owner, narrow):
+                            with pytest.raises(HivememError) as refused:
+                                conn.call(verb, **params, after=cursor)
+                            error = refused.value  # refused as the request's own fault, naming the cursor
+                            assert error.code.startswith("invalid_params."), (verb, cursor, error.code)
+                            assert error.data.get("param") == "after", (verb, cursor, error.data)
+                # the narrow client's pages hold only what it may read, through both stores
+                seen: list[str] = []
+                page = narrow.call("memory.list", limit=2)
+                while True:
+                    seen += [m["space"] for m in page["memories"]]
+                    if not page.get("next"):
+                        break
+                    page = narrow.call("memory.list", limit=2, after=page["next"])
+                assert sorted(seen) == ["team/a"] * 3 + ["user"] * 3
+            finally:
+                owner.close()
+                narrow.close()
+
+
+def test_space_list_of_a_narrow_client_never_names_a_space_it_cannot_read(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        for space in ("team/alpha", "team/beta", "team/zeta", "user"):
+            ana.ok("memory", "add", "--space", space, "--content", f"a note in {space}")
+        agent = ana.ok("client", "add", "--name", "agent", "--grants", '[{"right":"read","scope":"space:team/zeta"}]')
+        with ana.environment():  # the in-process clients find this home's socket
+            client = ana.client(agent["token"])
+            try:
+                said: list[str] = []
+                page = client.call("space.list", limit=1)
+                for _ in range(10):
+                    said += [row["space"] for row in page["spaces"]] + ([page["next"]] if page.get("next") else [])
+                    if not page.get("next"):
+                        break
+                    page = client.call("space.list", limit=1, after=page["next"])
+                assert set(said) == {"team/zeta"}, said
+            finally:
+                client.close()
+        assert [r["space"] for r in ana.ok("space", "list")["spaces"]] == [
+            "team/alpha",
+            "team/beta",
+            "team/zeta",
+            "user",
+        ]
+
+
+def test_a_team_read_runs_with_the_grants_both_the_token_and_the_connection_hold() -> None:
+    def grants(*scopes: str) -> tuple[dict[str, str], ...]:
+        return (*({"right": "read", "scope": s} for s in scopes), {"right": "write", "scope": "*"})
+
+    def scopes(p: Principal) -> list[str]:
+        return [g["scope"] for g in p.grants]
+
+    token = Principal("g1", "ana", grants("*", "memory:m4"))
+    assert scopes(narrowed(token, owner(), ["team/*", "org"])) == ["space:team/*", "space:org"]
+    who = Principal("g2", "agent", grants("space:team/a", "space:teamwork", "space:org/x/*", "memory:m9", "space:user"))
+    assert scopes(narrowed(token, who, ["team/*", "org/*"])) == ["space:team/a", "space:org/x/*"]
+    narrow = Principal("g1", "ana", grants("space:team/b/*", "space:team/a", "memory:m4"))
+    assert scopes(narrowed(narrow, Principal("g2", None, grants("*")), ["team/*"])) == [
+        "space:team/b/*",
+        "space:team/a",
+    ]
+    assert scopes(narrowed(narrow, Principal("g2", None, grants("space:team/b")), ["team/*"])) == []
+    assert narrowed(token, who, ["team/*"]).id == "g1"  # still the token's principal: its audit and its recheck
