@@ -1078,6 +1078,34 @@ def test_a_narrow_client_reaches_no_team_memory_beyond_its_grants_by_id(team: Te
                       token=agent)["source"] == mine["id"]  # fmt: skip
 
 
+def test_a_damaged_move_journal_is_refused_whole_and_the_daemon_says_so(team: Team) -> None:
+    good = {"key": "k1", "from": "personal", "id": "m3", "revision": 2, "space": "team/x", "sha256": digest("x")}
+    bad = ({"sha256": "zz"}, {"id": "x"}, {"id": "t:m3"}, {"revision": True}, {"revision": 0}, {"key": 7},
+           {"sha256": digest("x")[:10]}, {"space": ""})  # fmt: skip
+    with person(team.url, team.tokens["ana"]) as ana:
+        text = "kept while the journal beside it is damaged"
+        note = ana.ok("memory", "add", "--space", "user", "--content", text)
+        ana.stop_daemon()
+        for change in bad:
+            kept = moves.Journal(os.path.dirname(journal(ana)))
+            os.makedirs(kept.directory, exist_ok=True)
+            with open(kept.path, "w") as f:
+                json.dump([{**good, **change, "id": change.get("id", note["id"])}], f)
+            os.chmod(kept.path, 0o600)
+            with pytest.raises(HivememError, match="not a journal of moves"):
+                kept.entries()
+        # the daemon starts, refuses to repair from it, and a move across fails with the journal's own error
+        refused = fails(ana, "memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/x",
+                        code="failed.move_journal", exit_code=1)  # fmt: skip
+        assert "remove it" in refused["data"]["fix"]
+        assert "is not a journal of moves" in ana.daemon_log()
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1 and team_rows(team.url, text) == 0
+        os.unlink(journal(ana))
+        assert (
+            ana.ok("memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/x")["from"] == note["id"]
+        )
+
+
 def b64(body: object) -> str:
     import base64
 
