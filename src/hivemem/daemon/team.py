@@ -417,8 +417,8 @@ def _meet(a: list[str], b: list[str]) -> list[str]:
 def _meet_one(x: str, y: str) -> str | None:
     if x == "*" or y == "*":
         return y if x == "*" else x
-    if x.startswith("memory:") or y.startswith("memory:"):
-        return None  # a memory's space is not known here: nothing is read by it
+    if not (x.startswith("space:") and y.startswith("space:")):
+        return None  # a memory's or a session's grant names no space: no memory is listed by it here
     a, b = x[len("space:") :], y[len("space:") :]
     if a == b:
         return x
