@@ -1201,4 +1201,31 @@ def test_a_team_read_runs_with_the_grants_both_the_token_and_the_connection_hold
         "space:team/a",
     ]
     assert scopes(narrowed(narrow, Principal("g2", None, grants("space:team/b")), ["team/*"])) == []
+    sessions = Principal("g2", None, grants("session:*", "space:team/a"))
+    assert scopes(narrowed(Principal("g1", "ana", grants("*", "session:*")), sessions, ["team/*"])) == ["space:team/a"]
     assert narrowed(token, who, ["team/*"]).id == "g1"  # still the token's principal: its audit and its recheck
+
+
+def test_a_move_onto_content_its_target_space_holds_never_deletes_its_source_even_unheard(team: Team) -> None:
+    """The copy of a move whose target space already holds its content would be answered by that memory; were that
+    answer lost, the repair would find the content there and delete the source, which has no copy (D409)."""
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    text = "the same words live in both stores"
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            held = ana.ok("memory", "add", "--space", "team/infra", "--content", text)
+            mine = ana.ok("memory", "add", "--space", "user", "--content", text, "--title", "mine", "--tags", "own")
+            proxy.cut_after_commit = True
+            refused = fails(ana, "memory", "move", "--id", mine["id"], "--revision", "1", "--space", "team/infra",
+                            code="conflict.memory_duplicate", exit_code=5)  # fmt: skip
+            assert refused["data"]["id"] == held["id"]  # named to a caller that may read it, as an add's duplicate
+            proxy.cut_after_commit = proxy.cut = False
+            assert not os.path.exists(journal(ana))
+            other = ana.ok("memory", "add", "--space", "user", "--content", "a later move runs the repair")
+            assert ana.ok("memory", "move", "--id", other["id"], "--revision", "1", "--space", "team/infra")["id"]
+            kept = ana.ok("memory", "get", "--id", mine["id"])
+            assert (kept["revision"], kept["title"], kept["tags"]) == (1, "mine", ["own"])
+            assert team_rows(team.url, text) == 1
+    finally:
+        proxy.close()
