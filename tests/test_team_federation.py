@@ -1189,7 +1189,7 @@ def test_a_team_read_runs_with_the_grants_both_the_token_and_the_connection_hold
         return (*({"right": "read", "scope": s} for s in scopes), {"right": "write", "scope": "*"})
 
     def scopes(p: Principal) -> list[str]:
-        return [g["scope"] for g in p.grants]
+        return [g["scope"] for g in p.grants if g["right"] == "read"]
 
     token = Principal("g1", "ana", grants("*", "memory:m4"))
     assert scopes(narrowed(token, owner(), ["team/*", "org"])) == ["space:team/*", "space:org"]
@@ -1203,6 +1203,9 @@ def test_a_team_read_runs_with_the_grants_both_the_token_and_the_connection_hold
     assert scopes(narrowed(narrow, Principal("g2", None, grants("space:team/b")), ["team/*"])) == []
     sessions = Principal("g2", None, grants("session:*", "space:team/a"))
     assert scopes(narrowed(Principal("g1", "ana", grants("*", "session:*")), sessions, ["team/*"])) == ["space:team/a"]
+    assert scopes(narrowed(token, owner())) == ["*", "memory:m4"]  # not a listing: the token's reads, for the owner
+    assert scopes(narrowed(token, sessions)) == ["session:*", "space:team/a"]
+    assert narrowed(token, who).grants[-1] == {"right": "write", "scope": "*"}  # the token's writes as they are
     assert narrowed(token, who, ["team/*"]).id == "g1"  # still the token's principal: its audit and its recheck
 
 
@@ -1229,3 +1232,21 @@ def test_a_move_onto_content_its_target_space_holds_never_deletes_its_source_eve
             assert team_rows(team.url, text) == 1
     finally:
         proxy.close()
+
+
+def test_a_write_only_client_learns_nothing_of_team_memories_it_cannot_read(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        text = "the release train leaves every second tuesday at noon"
+        held = ana.ok("memory", "add", "--space", "team/a", "--content", text)
+        other = ana.ok("memory", "add", "--space", "team/hidden", "--content", "the hidden plan for the release")
+        ana.ok("memory", "relate", "--source", held["id"], "--target", other["id"], "--relation", "related")
+        grants = '[{"right":"write","scope":"space:team/a"},{"right":"read","scope":"space:team/b"}]'
+        writer = ana.ok("client", "add", "--name", "writer", "--grants", grants)["token"]
+        again = ana.ok("memory", "add", "--space", "team/a", "--content", text, token=writer)
+        assert again == {"changed": False}  # no id, revision or status of a memory it cannot read
+        near = ana.ok("memory", "capture", "--space", "team/a", "--content", text.replace("noon", "one"), token=writer)
+        assert near["related"] == [] and "duplicate_of" not in near
+        reader = ana.ok("client", "add", "--name", "reader", "--grants", '[{"right":"read","scope":"space:team/a"}]')
+        got = ana.ok("memory", "get", "--id", held["id"], token=reader["token"])
+        assert got["relations"] == []  # the relation's other end is a memory it cannot read
+        assert [r["target"] for r in ana.ok("memory", "get", "--id", held["id"])["relations"]] == [other["id"]]

@@ -396,16 +396,19 @@ def _may(store: Store, who: Principal, ident: str, right: str) -> None:
         raise ops.denied(who, right, f"memory:{PREFIX}{ident}")
 
 
-def narrowed(principal: Principal, who: Principal, patterns: list[str]) -> Principal:
-    """The team token's principal reading only what the connection may read too, in spaces of team.spaces (D408):
-    its read grants met with the connection's and the patterns'. A grant on one memory gives nothing here (the
-    connection's name memories of the personal store; the token's lie in a space no pattern can be met with)."""
+def narrowed(principal: Principal, who: Principal, patterns: list[str] | None = None) -> Principal:
+    """The team token's principal reading only what the connection may read too (D408): its read grants met with
+    the connection's, and for a listing with team.spaces' patterns; its other grants as they are (the connection's
+    write is checked on each space and memory a request names). A grant on one memory or one session gives nothing
+    here: the connection's name the personal store's, and the token's lie in a space a listing cannot meet."""
     mine = ["*"] if who.is_owner else [g["scope"] for g in who.grants if g["right"] == "read"]
-    mine = [s for s in mine if not s.startswith("memory:")]
+    mine = [s for s in mine if not s.startswith(("memory:", "session:s"))]
     theirs = [g["scope"] for g in principal.grants if g["right"] == "read"]
-    where = [f"space:{p}" for p in patterns]
-    scopes = _meet(_meet(theirs, mine), where)
-    return Principal(principal.id, principal.label, tuple({"right": "read", "scope": s} for s in scopes))
+    scopes = _meet(theirs, mine)
+    if patterns is not None:
+        scopes = _meet(scopes, [f"space:{p}" for p in patterns])
+    kept = tuple(g for g in principal.grants if g["right"] != "read")
+    return Principal(principal.id, principal.label, (*({"right": "read", "scope": s} for s in scopes), *kept))
 
 
 def _meet(a: list[str], b: list[str]) -> list[str]:
@@ -417,6 +420,8 @@ def _meet(a: list[str], b: list[str]) -> list[str]:
 def _meet_one(x: str, y: str) -> str | None:
     if x == "*" or y == "*":
         return y if x == "*" else x
+    if x == y == "session:*":
+        return x
     if not (x.startswith("space:") and y.startswith("space:")):
         return None  # a memory's or a session's grant names no space: no memory is listed by it here
     a, b = x[len("space:") :], y[len("space:") :]
@@ -575,8 +580,8 @@ class Team:
         for space in spaces:
             if not who.can(right, space):
                 raise Denied(right, f"this connection may not {right} in {space!r}", space=space)
-        if _mount(verb) in ("merged", "names"):  # a read lists only what both may read, so no page or next shows more
-            principal = narrowed(principal, who, self.patterns)
+        # it reads only what both may read: no page, next, relation, duplicate or related hit shows more
+        principal = narrowed(principal, who, self.patterns if _mount(verb) in ("merged", "names") else None)
         return self._visible(verb, who, p, ops.run(store, principal, checked))
 
     def _visible(self, verb: str, who: Principal, p: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
