@@ -1076,6 +1076,8 @@ def test_a_narrow_client_reaches_no_team_memory_beyond_its_grants_by_id(team: Te
         # within its grants it still works
         assert ana.ok("memory", "relate", "--source", mine["id"], "--target", other["id"], "--relation", "related",
                       token=agent)["source"] == mine["id"]  # fmt: skip
+        ana.ok("memory", "delete", "--id", other["id"], "--revision", "1", token=agent)
+        assert ana.ok("memory", "restore", "--id", other["id"], token=agent)["id"] == other["id"]  # a deleted one too
 
 
 def test_a_damaged_move_journal_is_refused_whole_and_the_daemon_says_so(team: Team) -> None:
