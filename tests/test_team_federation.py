@@ -124,6 +124,8 @@ def test_routing_by_space_and_by_qualified_id() -> None:
     paged = plan("memory.list", {"after": encode_pair(Part("m7", 0), None), "limit": 2}, patterns)  # D401
     assert (paged.where, paged.personal, paged.team) == ("both", {"after": "m7", "limit": 2}, None)
     assert plan("memory.list", {"after": "b1.x"}, patterns).personal == {"after": "b1.x"}  # refused there
+    with pytest.raises(Exception, match="continues the team store"):  # a team page never reads a personal space
+        plan("memory.list", {"after": "t:m9", "spaces": ["team/a", "user"]}, patterns)
     assert plan("session.list", {}, patterns).where == "personal"
     with pytest.raises(Exception, match="one store"):
         plan("memory.relate", {"source": "t:m1", "target": "m2", "relation": "related"}, patterns)
@@ -1127,6 +1129,8 @@ def test_crafted_cursors_of_a_merged_read_fail_as_cursors_and_show_nothing_hidde
             narrow = ana.client(agent)
             try:
                 listed = owner.call("memory.list", limit=2)
+                listed_team = owner.call("memory.list", limit=1, store="team")["next"]
+                assert listed_team.startswith("t:")
                 searched = owner.call("memory.search", query="rollouts", limit=2)
                 other = owner.call("memory.search", query="cursor", limit=2)
                 crafted = [
@@ -1146,6 +1150,10 @@ def test_crafted_cursors_of_a_merged_read_fail_as_cursors_and_show_nothing_hidde
                             error = refused.value  # refused as the request's own fault, naming the cursor
                             assert error.code.startswith("invalid_params."), (verb, cursor, error.code)
                             assert error.data.get("param") == "after", (verb, cursor, error.data)
+                for conn in (owner, narrow):  # a team page's cursor with a personal space: no team read of it
+                    with pytest.raises(HivememError) as refused:
+                        conn.call("memory.list", spaces=["user"], after=listed_team)
+                    assert refused.value.code == "invalid_params.after", refused.value
                 # the narrow client's pages hold only what it may read, through both stores
                 seen: list[str] = []
                 page = narrow.call("memory.list", limit=2)

@@ -139,6 +139,10 @@ def _after(verb: str, params: dict[str, Any], patterns: list[str], after: str) -
     if pages is not None:
         return _paged(verb, params, patterns, pages)
     if after.startswith(PREFIX):
+        spaces = params.get("spaces")
+        if isinstance(spaces, list) and not all(isinstance(s, str) and matches(s, patterns) for s in spaces):
+            raise InvalidParams("after", "after continues the team store, but spaces names a space of the personal "
+                                "store: repeat the request that gave this next", param="after")  # fmt: skip
         return Plan(TEAM, team={**params, "after": after[len(PREFIX) :]})
     return _by_spaces(verb, params, patterns, False)
 
