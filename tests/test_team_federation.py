@@ -28,10 +28,11 @@ from conftest import Home, fails, isolated_home, mcp_session, pg_database, wait_
 from crashmove import CRASHED
 from faults import ready
 from hivemem import config, credentials, moves, records, schemas
+from hivemem.auth import Principal, owner
 from hivemem.client import DaemonClient
 from hivemem.cursors import Part, decode_pair, encode_pair
 from hivemem.daemon.crossmove import digest
-from hivemem.daemon.team import matches, merge, plan, qualify
+from hivemem.daemon.team import matches, merge, narrowed, plan, qualify
 from hivemem.errors import HivememError
 
 pytestmark = pytest.mark.skipif("postgresql" not in os.environ.get("HIVEMEM_TEST_BACKENDS", "postgresql"),
@@ -123,6 +124,8 @@ def test_routing_by_space_and_by_qualified_id() -> None:
     paged = plan("memory.list", {"after": encode_pair(Part("m7", 0), None), "limit": 2}, patterns)  # D401
     assert (paged.where, paged.personal, paged.team) == ("both", {"after": "m7", "limit": 2}, None)
     assert plan("memory.list", {"after": "b1.x"}, patterns).personal == {"after": "b1.x"}  # refused there
+    with pytest.raises(Exception, match="continues the team store"):  # a team page never reads a personal space
+        plan("memory.list", {"after": "t:m9", "spaces": ["team/a", "user"]}, patterns)
     assert plan("session.list", {}, patterns).where == "personal"
     with pytest.raises(Exception, match="one store"):
         plan("memory.relate", {"source": "t:m1", "target": "m2", "relation": "related"}, patterns)
@@ -1079,3 +1082,218 @@ def test_in_the_daemon_a_dropped_team_store_costs_a_read_at_most_team_timeout_ms
                 print(f"{verb}: usual {usual[verb] * 1000:.0f} ms, team link dropping {took * 1000:.0f} ms")
     finally:
         proxy.close()
+
+
+# A hostile review of the team mount: a narrow client of the personal daemon stays within its grants (D408)
+
+
+def test_a_narrow_client_reaches_no_team_memory_beyond_its_grants_by_id(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        hidden = ana.ok("memory", "add", "--space", "team/hidden", "--content", "the payroll export runs at midnight")
+        mine = ana.ok("memory", "add", "--space", "team/a", "--content", "the team a wiki lives in confluence")
+        other = ana.ok("memory", "add", "--space", "team/a", "--content", "team a pages go through opsgenie")
+        grants = '[{"right":"read","scope":"space:team/a"},{"right":"write","scope":"space:team/a"}]'
+        agent = ana.ok("client", "add", "--name", "agent", "--grants", grants)["token"]
+        reader = ana.ok("client", "add", "--name", "reader", "--grants", '[{"right":"read","scope":"space:team/a"}]')
+        # a memory it cannot read answers as absent, its space unnamed (as in the personal store)
+        got = fails(ana, "memory", "get", "--id", hidden["id"], code="not_found.memory", exit_code=3, token=agent)
+        assert "team/hidden" not in json.dumps(got)
+        # a move within the team store needs write on the source's space, not only the target's
+        fails(ana, "memory", "move", "--id", hidden["id"], "--revision", "1", "--space", "team/a",
+              code="not_found.memory", exit_code=3, token=agent)  # fmt: skip
+        # a relation reads its target and writes its source
+        fails(ana, "memory", "relate", "--source", mine["id"], "--target", hidden["id"], "--relation", "related",
+              code="not_found.memory", exit_code=3, token=agent)  # fmt: skip
+        fails(ana, "memory", "relate", "--source", mine["id"], "--target", other["id"], "--relation", "related",
+              code="denied.write", exit_code=4, token=reader["token"])  # fmt: skip
+        challenge = ("memory", "challenge", "--id", mine["id"], "--revision", "1", "--outcome", "superseded")
+        fails(ana, *challenge, "--replacement", hidden["id"], "--confirm", code="not_found.memory", exit_code=3,
+              token=agent)  # fmt: skip
+        assert ana.ok("memory", "get", "--id", hidden["id"])["space"] == "team/hidden"
+        assert ana.ok("memory", "get", "--id", mine["id"])["relations"] == []
+        assert ana.ok("memory", "get", "--id", mine["id"])["status"] == "active"
+        # within its grants it still works
+        assert ana.ok("memory", "relate", "--source", mine["id"], "--target", other["id"], "--relation", "related",
+                      token=agent)["source"] == mine["id"]  # fmt: skip
+        ana.ok("memory", "delete", "--id", other["id"], "--revision", "1", token=agent)
+        assert ana.ok("memory", "restore", "--id", other["id"], token=agent)["id"] == other["id"]  # a deleted one too
+
+
+def test_a_damaged_move_journal_is_refused_whole_and_the_daemon_says_so(team: Team) -> None:
+    good = {"key": "k1", "from": "personal", "id": "m3", "revision": 2, "space": "team/x", "sha256": digest("x")}
+    bad = ({"sha256": "zz"}, {"id": "x"}, {"id": "t:m3"}, {"revision": True}, {"revision": 0}, {"key": 7},
+           {"sha256": digest("x")[:10]}, {"space": ""})  # fmt: skip
+    with person(team.url, team.tokens["ana"]) as ana:
+        text = "kept while the journal beside it is damaged"
+        note = ana.ok("memory", "add", "--space", "user", "--content", text)
+        ana.stop_daemon()
+        for change in bad:
+            kept = moves.Journal(os.path.dirname(journal(ana)))
+            os.makedirs(kept.directory, exist_ok=True)
+            with open(kept.path, "w") as f:
+                json.dump([{**good, **change, "id": change.get("id", note["id"])}], f)
+            os.chmod(kept.path, 0o600)
+            with pytest.raises(HivememError, match="not a journal of moves"):
+                kept.entries()
+        # the daemon starts, refuses to repair from it, and a move across fails with the journal's own error
+        refused = fails(ana, "memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/x",
+                        code="failed.move_journal", exit_code=1)  # fmt: skip
+        assert "remove it" in refused["data"]["fix"]
+        assert "is not a journal of moves" in ana.daemon_log()
+        assert ana.ok("memory", "get", "--id", note["id"])["revision"] == 1 and team_rows(team.url, text) == 0
+        os.unlink(journal(ana))
+        assert (
+            ana.ok("memory", "move", "--id", note["id"], "--revision", "1", "--space", "team/x")["from"] == note["id"]
+        )
+
+
+def b64(body: object) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(json.dumps(body).encode()).decode().rstrip("=")
+
+
+def test_crafted_cursors_of_a_merged_read_fail_as_cursors_and_show_nothing_hidden(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        for i in range(3):
+            ana.ok("memory", "add", "--space", "user", "--content", f"cursor note {i} about rollouts")
+            ana.ok("memory", "add", "--space", "team/a", "--content", f"cursor team note {i} about rollouts")
+            ana.ok("memory", "add", "--space", "team/hidden", "--content", f"hidden note {i} about rollouts")
+        grants = '[{"right":"read","scope":"space:team/a"},{"right":"read","scope":"space:user"}]'
+        agent = ana.ok("client", "add", "--name", "agent", "--grants", grants)["token"]
+        with ana.environment():  # the in-process clients find this home's socket
+            owner = ana.client()
+            narrow = ana.client(agent)
+            try:
+                listed = owner.call("memory.list", limit=2)
+                listed_team = owner.call("memory.list", limit=1, store="team")["next"]
+                assert listed_team.startswith("t:")
+                searched = owner.call("memory.search", query="rollouts", limit=2)
+                other = owner.call("memory.search", query="cursor", limit=2)
+                crafted = [
+                    "garbage", "b1.", "b1.%%%", "b1." + "A" * 600, "t:" + "x" * 300, "b1." + b64([]),
+                    "b1." + b64({"p": [1, 2]}), "b1." + b64({"p": ["m1", -1], "t": None}),
+                    "b1." + b64({"p": None, "t": ["garbage", 0]}), "b1." + b64({"p": None, "t": ["m1", 10**9]}),
+                    "b1." + b64({"p": None, "t": [{"a": 1}, 0]}), "b1." + b64({"p": ["c1.x", 0], "t": ["c1.x", 0]}),
+                ]  # fmt: skip
+                for verb, params, foreign in (
+                    ("memory.search", {"query": "rollouts", "limit": 2}, [listed["next"], other["next"]]),
+                    ("memory.list", {"limit": 2}, [searched["next"]]),
+                ):
+                    for cursor in [*crafted, *foreign]:
+                        for conn in (owner, narrow):
+                            with pytest.raises(HivememError) as refused:
+                                conn.call(verb, **params, after=cursor)
+                            error = refused.value  # refused as the request's own fault, naming the cursor
+                            assert error.code.startswith("invalid_params."), (verb, cursor, error.code)
+                            assert error.data.get("param") == "after", (verb, cursor, error.data)
+                for conn in (owner, narrow):  # a team page's cursor with a personal space: no team read of it
+                    with pytest.raises(HivememError) as refused:
+                        conn.call("memory.list", spaces=["user"], after=listed_team)
+                    assert refused.value.code == "invalid_params.after", refused.value
+                # the narrow client's pages hold only what it may read, through both stores
+                seen: list[str] = []
+                page = narrow.call("memory.list", limit=2)
+                while True:
+                    seen += [m["space"] for m in page["memories"]]
+                    if not page.get("next"):
+                        break
+                    page = narrow.call("memory.list", limit=2, after=page["next"])
+                assert sorted(seen) == ["team/a"] * 3 + ["user"] * 3
+            finally:
+                owner.close()
+                narrow.close()
+
+
+def test_space_list_of_a_narrow_client_never_names_a_space_it_cannot_read(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        for space in ("team/alpha", "team/beta", "team/zeta", "user"):
+            ana.ok("memory", "add", "--space", space, "--content", f"a note in {space}")
+        agent = ana.ok("client", "add", "--name", "agent", "--grants", '[{"right":"read","scope":"space:team/zeta"}]')
+        with ana.environment():  # the in-process clients find this home's socket
+            client = ana.client(agent["token"])
+            try:
+                said: list[str] = []
+                page = client.call("space.list", limit=1)
+                for _ in range(10):
+                    said += [row["space"] for row in page["spaces"]] + ([page["next"]] if page.get("next") else [])
+                    if not page.get("next"):
+                        break
+                    page = client.call("space.list", limit=1, after=page["next"])
+                assert set(said) == {"team/zeta"}, said
+            finally:
+                client.close()
+        assert [r["space"] for r in ana.ok("space", "list")["spaces"]] == [
+            "team/alpha",
+            "team/beta",
+            "team/zeta",
+            "user",
+        ]
+
+
+def test_a_team_read_runs_with_the_grants_both_the_token_and_the_connection_hold() -> None:
+    def grants(*scopes: str) -> tuple[dict[str, str], ...]:
+        return (*({"right": "read", "scope": s} for s in scopes), {"right": "write", "scope": "*"})
+
+    def scopes(p: Principal) -> list[str]:
+        return [g["scope"] for g in p.grants if g["right"] == "read"]
+
+    token = Principal("g1", "ana", grants("*", "memory:m4"))
+    assert scopes(narrowed(token, owner(), ["team/*", "org"])) == ["space:team/*", "space:org"]
+    who = Principal("g2", "agent", grants("space:team/a", "space:teamwork", "space:org/x/*", "memory:m9", "space:user"))
+    assert scopes(narrowed(token, who, ["team/*", "org/*"])) == ["space:team/a", "space:org/x/*"]
+    narrow = Principal("g1", "ana", grants("space:team/b/*", "space:team/a", "memory:m4"))
+    assert scopes(narrowed(narrow, Principal("g2", None, grants("*")), ["team/*"])) == [
+        "space:team/b/*",
+        "space:team/a",
+    ]
+    assert scopes(narrowed(narrow, Principal("g2", None, grants("space:team/b")), ["team/*"])) == []
+    sessions = Principal("g2", None, grants("session:*", "space:team/a"))
+    assert scopes(narrowed(Principal("g1", "ana", grants("*", "session:*")), sessions, ["team/*"])) == ["space:team/a"]
+    assert scopes(narrowed(token, owner())) == ["*", "memory:m4"]  # not a listing: the token's reads, for the owner
+    assert scopes(narrowed(token, sessions)) == ["session:*", "space:team/a"]
+    assert narrowed(token, who).grants[-1] == {"right": "write", "scope": "*"}  # the token's writes as they are
+    assert narrowed(token, who, ["team/*"]).id == "g1"  # still the token's principal: its audit and its recheck
+
+
+def test_a_move_onto_content_its_target_space_holds_never_deletes_its_source_even_unheard(team: Team) -> None:
+    """The copy of a move whose target space already holds its content would be answered by that memory; were that
+    answer lost, the repair would find the content there and delete the source, which has no copy (D409)."""
+    target = urlsplit(team.url)
+    proxy = Proxy((target.hostname or "127.0.0.1", target.port or 5432))
+    text = "the same words live in both stores"
+    try:
+        with person(via(team.url, proxy.port), team.tokens["ana"], timeout_ms=800) as ana:
+            held = ana.ok("memory", "add", "--space", "team/infra", "--content", text)
+            mine = ana.ok("memory", "add", "--space", "user", "--content", text, "--title", "mine", "--tags", "own")
+            proxy.cut_after_commit = True
+            refused = fails(ana, "memory", "move", "--id", mine["id"], "--revision", "1", "--space", "team/infra",
+                            code="conflict.memory_duplicate", exit_code=5)  # fmt: skip
+            assert refused["data"]["id"] == held["id"]  # named to a caller that may read it, as an add's duplicate
+            proxy.cut_after_commit = proxy.cut = False
+            assert not os.path.exists(journal(ana))
+            other = ana.ok("memory", "add", "--space", "user", "--content", "a later move runs the repair")
+            assert ana.ok("memory", "move", "--id", other["id"], "--revision", "1", "--space", "team/infra")["id"]
+            kept = ana.ok("memory", "get", "--id", mine["id"])
+            assert (kept["revision"], kept["title"], kept["tags"]) == (1, "mine", ["own"])
+            assert team_rows(team.url, text) == 1
+    finally:
+        proxy.close()
+
+
+def test_a_write_only_client_learns_nothing_of_team_memories_it_cannot_read(team: Team) -> None:
+    with person(team.url, team.tokens["ana"]) as ana:
+        text = "the release train leaves every second tuesday at noon"
+        held = ana.ok("memory", "add", "--space", "team/a", "--content", text)
+        other = ana.ok("memory", "add", "--space", "team/hidden", "--content", "the hidden plan for the release")
+        ana.ok("memory", "relate", "--source", held["id"], "--target", other["id"], "--relation", "related")
+        grants = '[{"right":"write","scope":"space:team/a"},{"right":"read","scope":"space:team/b"}]'
+        writer = ana.ok("client", "add", "--name", "writer", "--grants", grants)["token"]
+        again = ana.ok("memory", "add", "--space", "team/a", "--content", text, token=writer)
+        assert again == {"changed": False}  # no id, revision or status of a memory it cannot read
+        near = ana.ok("memory", "capture", "--space", "team/a", "--content", text.replace("noon", "one"), token=writer)
+        assert near["related"] == [] and "duplicate_of" not in near
+        reader = ana.ok("client", "add", "--name", "reader", "--grants", '[{"right":"read","scope":"space:team/a"}]')
+        got = ana.ok("memory", "get", "--id", held["id"], token=reader["token"])
+        assert got["relations"] == []  # the relation's other end is a memory it cannot read
+        assert [r["target"] for r in ana.ok("memory", "get", "--id", held["id"])["relations"]] == [other["id"]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from typing import Any
 
@@ -18,6 +19,9 @@ from hivemem.errors import Failed
 
 JOURNAL = "moves.json"
 MAX_BYTES = 1 << 20  # a journal holds a few entries of a few hundred bytes each
+KEY = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+MEMORY = re.compile(r"^m[1-9][0-9]{0,17}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def directory(store_path: str) -> str:
@@ -77,6 +81,10 @@ class Journal:
 
 
 def _entry(e: object) -> bool:
-    return (isinstance(e, dict) and isinstance(e.get("key"), str) and e.get("from") in ("personal", "team")
-            and isinstance(e.get("id"), str) and isinstance(e.get("revision"), int)
-            and isinstance(e.get("space"), str) and isinstance(e.get("sha256"), str))  # fmt: skip
+    """One move as the daemon wrote it; anything else (a hand-edited or damaged file) refuses the whole journal
+    before a repair acts on it (D409)."""
+    return (isinstance(e, dict) and isinstance(e.get("key"), str) and KEY.match(e["key"]) is not None
+            and e.get("from") in ("personal", "team") and isinstance(e.get("id"), str)
+            and MEMORY.match(e["id"]) is not None and type(e.get("revision")) is int and e["revision"] >= 1
+            and isinstance(e.get("space"), str) and 0 < len(e["space"]) <= 256
+            and isinstance(e.get("sha256"), str) and SHA256.match(e["sha256"]) is not None)  # fmt: skip

@@ -79,6 +79,7 @@ class Mover:
             copy.update({k: source[k] for k in CARRIED if source.get(k) not in (None, "", [])})
             if copy.get("confidence_state") == "user_confirmed" and (not from_team or not who.is_owner):
                 del copy["confidence_state"]  # a person's confirmation is the owner's to set (docs/security.md)
+            await self._not_held(reader, who, from_team, p["space"], source["content"])
             key = secrets.token_hex(8)
             self.journal.add({"key": key, "from": "team" if from_team else "personal", "id": p["id"],
                               "revision": p["revision"], "space": p["space"],
@@ -119,6 +120,27 @@ class Mover:
             return read
 
         return await self.team.apply(work, "memory.move", self.team.timeout_ms)
+
+    async def _not_held(self, reader: OnReader, who: Principal, from_team: bool, space: str, content: str) -> None:
+        """conflict.memory_duplicate, before anything is journaled or written, when the target space already holds
+        this content: a copy answered by that memory with its answer lost would look, to the repair, like a copy that
+        landed, and the source would be deleted with no copy of its own (D409). The holder's id is named only to a
+        caller (and on the team store a team token) that may read it, as an add's duplicate is."""
+        sha = bytes.fromhex(digest(content))
+
+        def mine(store: Store) -> tuple[int | None, bool]:
+            return store.memories.holding(space, sha), True
+
+        def theirs(store: Store, principal: Principal) -> tuple[int | None, bool]:
+            return store.memories.holding(space, sha), principal.can("read", space)
+
+        held, seen = await (reader(mine) if from_team else self.team.apply(theirs, "memory.move", self.team.timeout_ms))
+        if held is None:
+            return
+        holder = f"{'' if from_team else PREFIX}m{held}"
+        shown = seen and who.can("read", space, held if from_team else None)
+        raise Conflict("memory_duplicate", f"{holder if shown else 'a memory'} already holds this content in {space}",
+                       **({"id": holder} if shown else {}))  # fmt: skip
 
     async def _copy(self, mine: Mine, who: Principal, from_team: bool, copy: dict[str, Any],
                     key: str) -> dict[str, Any]:  # fmt: skip

@@ -42,7 +42,7 @@ from hivemem.config import Config
 from hivemem.cursors import Part, back, decode_pair, encode_pair
 from hivemem.daemon.crossmove import Mover
 from hivemem.daemon.lifecycle import Log
-from hivemem.errors import Denied, HivememError, InvalidParams, Unavailable
+from hivemem.errors import Denied, HivememError, InvalidParams, NotFound, Unavailable
 from hivemem.manifest import BY_NAME
 from hivemem.render import Bounds, render
 from hivemem.search.hygiene import fix_text
@@ -142,6 +142,10 @@ def _after(verb: str, params: dict[str, Any], patterns: list[str], after: str) -
     if pages is not None:
         return _paged(verb, params, patterns, pages)
     if after.startswith(PREFIX):
+        spaces = params.get("spaces")
+        if isinstance(spaces, list) and not all(isinstance(s, str) and matches(s, patterns) for s in spaces):
+            raise InvalidParams("after", "after continues the team store, but spaces names a space of the personal "
+                                "store: repeat the request that gave this next", param="after")  # fmt: skip
         return Plan(TEAM, team={**params, "after": after[len(PREFIX) :]})
     return _by_spaces(verb, params, patterns, False)
 
@@ -366,7 +370,8 @@ def by_name(mine: dict[str, Any], theirs: dict[str, Any] | None, limit: int) -> 
     if page or not more:
         return {**mine, "spaces": page, "next": page[-1]["space"] if more else None}
     # every row a store gave was one this connection may not see: continue after the furthest name either reached
-    return {**mine, "spaces": [], "next": max(str(n) for n in (mine.get("next"), (theirs or {}).get("next")) if n)}
+    reached = (mine.get("next"), (theirs or {}).get("next"))
+    return {**mine, "spaces": [], "next": max(_bare(str(n)) for n in reached if n)}
 
 
 def words(text: str) -> list[str]:
@@ -420,6 +425,63 @@ def unavailable(verb: str, params: Any) -> dict[str, Any]:
         return {"memories": [], "next": None, "unavailable": [TEAM]}
     return {"mode": params.get("mode", "auto") if isinstance(params, dict) else "auto", "results": [],
             "unavailable": [TEAM]}  # fmt: skip
+
+
+def _memories(verb: str, right: str) -> tuple[tuple[str, str], ...]:
+    """The team memories a verb's params name, each with the right the connection needs on its space (as the
+    personal store's handlers ask it): a pair's source is written and its target read, a replacement read."""
+    if _mount(verb) == "pair":
+        return (("source", "write"), ("target", "read"))
+    return (("id", right), ("replacement", "read"))
+
+
+def _may(store: Store, who: Principal, ident: str, right: str) -> None:
+    """`who` may `right` the team memory `ident`: one it cannot read answers as absent, as in the personal store,
+    so its space's name never shows (D408)."""
+    memory = int(ident[1:])
+    space = store.memories.space_of(memory) or store.governance.audited_space(memory)
+    if space is None or not who.can("read", space):
+        raise NotFound("memory", f"{PREFIX}{ident} not found")
+    if right != "read" and not who.can(right, space):
+        raise ops.denied(who, right, f"memory:{PREFIX}{ident}")
+
+
+def narrowed(principal: Principal, who: Principal, patterns: list[str] | None = None) -> Principal:
+    """The team token's principal reading only what the connection may read too (D408): its read grants met with
+    the connection's, and for a listing with team.spaces' patterns; its other grants as they are (the connection's
+    write is checked on each space and memory a request names). A grant on one memory or one session gives nothing
+    here: the connection's name the personal store's, and the token's lie in a space a listing cannot meet."""
+    mine = ["*"] if who.is_owner else [g["scope"] for g in who.grants if g["right"] == "read"]
+    mine = [s for s in mine if not s.startswith(("memory:", "session:s"))]
+    theirs = [g["scope"] for g in principal.grants if g["right"] == "read"]
+    scopes = _meet(theirs, mine)
+    if patterns is not None:
+        scopes = _meet(scopes, [f"space:{p}" for p in patterns])
+    kept = tuple(g for g in principal.grants if g["right"] != "read")
+    return Principal(principal.id, principal.label, (*({"right": "read", "scope": s} for s in scopes), *kept))
+
+
+def _meet(a: list[str], b: list[str]) -> list[str]:
+    """The scopes both lists of grant scopes cover (`*`, `space:<name>`, `space:<prefix>/*`, `memory:m<N>`)."""
+    found = [m for x in a for y in b if (m := _meet_one(x, y)) is not None]
+    return list(dict.fromkeys(found))
+
+
+def _meet_one(x: str, y: str) -> str | None:
+    if x == "*" or y == "*":
+        return y if x == "*" else x
+    if x == y == "session:*":
+        return x
+    if not (x.startswith("space:") and y.startswith("space:")):
+        return None  # a memory's or a session's grant names no space: no memory is listed by it here
+    a, b = x[len("space:") :], y[len("space:") :]
+    if a == b:
+        return x
+    if b.endswith("/*") and a.startswith(b[:-1]):
+        return x  # a (a space, or a prefix) lies under the prefix b
+    if a.endswith("/*") and b.startswith(a[:-1]):
+        return y
+    return None
 
 
 class Gate:
@@ -567,17 +629,23 @@ class Team:
 
     def _authorized(self, store: Store, who: Principal, principal: Principal, verb: str,
                     params: object) -> dict[str, Any]:  # fmt: skip
-        """The verb for the team token's principal, within what the connection's own grants allow (docs/team.md)."""
+        """The verb for the team token's principal, within what the connection's own grants allow (docs/team.md):
+        each space it names, and each team memory it names, as the personal store checks them (D408)."""
         checked = ops.check(verb, params, store.limits.max_content_bytes)
         p = checked[1]
         right = checked[0].right if checked[0].right in ("read", "write") else "admin"
+        if not who.is_owner:
+            if right == "admin":
+                raise ops.denied(who, "admin", verb)
+            for name, need in _memories(verb, right):
+                if isinstance(p.get(name), str):
+                    _may(store, who, p[name], need)
         spaces = [p["space"]] if isinstance(p.get("space"), str) else list(p.get("spaces") or [])
-        if not spaces and isinstance(p.get("id"), str) and not who.is_owner:
-            read = ops.run(store, principal, ops.check("memory.get", {"id": p["id"]}, store.limits.max_content_bytes))
-            spaces = [str(read["space"])]
         for space in spaces:
-            if not who.can(right, space) if right != "admin" else not who.is_owner:
+            if not who.can(right, space):
                 raise Denied(right, f"this connection may not {right} in {space!r}", space=space)
+        # it reads only what both may read: no page, next, relation, duplicate or related hit shows more
+        principal = narrowed(principal, who, self.patterns if _mount(verb) in ("merged", "names") else None)
         return self._visible(verb, who, p, ops.run(store, principal, checked))
 
     def _visible(self, verb: str, who: Principal, p: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -738,6 +806,10 @@ async def _merged(team: Team, mine: Personal, who: Principal, verb: str, params:
     try:
         if route.team is not None:
             theirs = await team.call(who, verb, route.team)
+    except InvalidParams:  # the request's own fault (a crafted or foreign `next`): refused as in one store (D408)
+        if own is not None:
+            await asyncio.gather(own, return_exceptions=True)
+        raise
     except HivememError as exc:  # the personal part still answers whole (docs/team.md)
         missing = True
         if exc.code != "unavailable.team_store":
